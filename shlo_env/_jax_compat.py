@@ -1,0 +1,127 @@
+"""Every use of a private jax/jaxlib API lives here, each with a fallback per version.
+
+jax's public surface does not yet expose an MLIR context with the StableHLO dialects registered,
+XLA's compile options as jax.jit builds them, or StableHLO's portable serialization. When a jax
+release moves one of these, only this file changes.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+from jaxlib.mlir import ir
+
+
+def make_ir_context() -> ir.Context:
+    """A fresh MLIR context with stablehlo, chlo, func and mhlo registered."""
+    try:
+        from jax._src.interpreters import mlir as jax_mlir
+
+        ctx = jax_mlir.make_ir_context()
+    except (ImportError, AttributeError):  # pragma: no cover - future jax
+        from jaxlib.mlir.dialects import stablehlo, chlo
+
+        ctx = ir.Context()
+        stablehlo.register_dialect(ctx)
+        chlo.register_dialect(ctx)
+        from jaxlib.mlir.dialects import func  # noqa: F401  (func is built in)
+    # Our alternatives op is an unregistered operation.
+    ctx.allow_unregistered_dialects = True
+    return ctx
+
+
+def backend():
+    """The PJRT client of jax's default backend (GPU when present, CPU otherwise)."""
+    try:
+        import jax.extend.backend as jeb
+
+        return jeb.get_backend()
+    except (ImportError, AttributeError):  # pragma: no cover - older jax
+        from jax._src import xla_bridge
+
+        return xla_bridge.get_backend()
+
+
+def xla_client():
+    try:
+        from jax._src.lib import xla_client as xc
+    except ImportError:  # pragma: no cover
+        from jaxlib import xla_client as xc
+    return xc
+
+
+def compile_options(disabled_passes: tuple[str, ...] = ()):
+    """XLA CompileOptions built the way jax.jit builds them, so timings compare fairly."""
+    xc = xla_client()
+    try:
+        from jax._src import compiler
+
+        opts = compiler.get_compile_options(num_replicas=1, num_partitions=1)
+    except (ImportError, AttributeError, TypeError):  # pragma: no cover - API drift
+        opts = xc.CompileOptions()
+    if disabled_passes:
+        debug = opts.executable_build_options.debug_options
+        # Assigning replaces the list, so merge with what is already disabled.
+        debug.xla_disable_hlo_passes = list(debug.xla_disable_hlo_passes) + list(disabled_passes)
+    return opts
+
+
+def device_list(devices):
+    return xla_client().DeviceList(tuple(devices))
+
+
+def serialize_portable(module_text: str) -> bytes:
+    """StableHLO portable artifact (VHLO bytecode), the form `jax.export` stores."""
+    from jaxlib.mlir._mlir_libs import _stablehlo
+
+    version = _stablehlo.get_current_version()
+    return _stablehlo.serialize_portable_artifact_str(module_text, version)
+
+
+def deserialize_portable(data: bytes) -> str:
+    from jaxlib.mlir._mlir_libs import _stablehlo
+
+    return _stablehlo.deserialize_portable_artifact_str(data)
+
+
+def eval_module(module: ir.Module, inputs: list) -> list:
+    """The StableHLO reference interpreter: an oracle independent of XLA."""
+    from jaxlib.mlir._mlir_libs import _stablehlo
+
+    return _stablehlo.eval_module(module, inputs)
+
+
+@functools.cache
+def init_lapack() -> None:
+    """jaxlib's LAPACK kernels must be registered before compiling modules that call them."""
+    try:
+        from jax._src.lib import lapack
+
+        lapack._lapack.initialize()
+    except Exception:  # noqa: BLE001 - absent or already initialized on some versions
+        pass
+
+
+def register_stablehlo_passes() -> None:
+    try:
+        from jaxlib.mlir._mlir_libs import _stablehlo
+
+        _stablehlo.register_stablehlo_passes()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def jax_versions() -> dict[str, str]:
+    import jaxlib
+
+    return {"jax": jax.__version__, "jaxlib": jaxlib.__version__}
+
+
+def enable_x64():
+    """Context in which device_put keeps 64-bit dtypes (our inputs already have exact dtypes)."""
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(True)
+    from jax.experimental import enable_x64 as ctx  # pragma: no cover - older jax
+
+    return ctx()

@@ -1,0 +1,210 @@
+"""Building StableHLO ops from Python: the `b` a pattern's `rewrite(b, m)` receives.
+
+Every method creates one op at the builder's insertion point and returns its result value(s).
+Result types are computed here (not by per-version generated op classes), so patterns stay the
+same across jaxlib releases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo
+
+from shlo_env.tensor_types import dtype_of, element_type, shape_of, tensor_type
+
+
+def _i64s(values) -> ir.Attribute:
+    return ir.DenseI64ArrayAttr.get([int(v) for v in values])
+
+
+def elem_of(value_or_type) -> ir.Type:
+    t = value_or_type.type if isinstance(value_or_type, ir.Value) else value_or_type
+    return ir.RankedTensorType(t).element_type
+
+
+def shape(value: ir.Value) -> tuple[int, ...]:
+    return shape_of(value.type)
+
+
+class Builder:
+    """Creates ops before `ip`'s position. Use `Builder.at(block)` or `Builder.before(op)`."""
+
+    def __init__(self, ip: ir.InsertionPoint, loc: ir.Location | None = None):
+        self.ip = ip
+        self.loc = loc
+
+    @classmethod
+    def at_end(cls, block: ir.Block, loc=None) -> "Builder":
+        return cls(ir.InsertionPoint(block), loc)
+
+    @classmethod
+    def before(cls, op, loc=None) -> "Builder":
+        return cls(ir.InsertionPoint(op.operation if hasattr(op, "operation") else op), loc)
+
+    # --- generic -------------------------------------------------------------------------
+
+    def op(self, name: str, operands: Sequence[ir.Value], result_types: Sequence[ir.Type],
+           attributes: dict | None = None, regions: int = 0) -> ir.Operation:
+        loc = self.loc or ir.Location.unknown()
+        return ir.Operation.create(name, results=list(result_types), operands=list(operands),
+                                   attributes=attributes or {}, regions=regions, loc=loc, ip=self.ip)
+
+    def clone(self, op, operands: Sequence[ir.Value], result_types: Sequence[ir.Type] | None = None):
+        """A copy of `op` (attributes and regions) on new operands; returns its results."""
+        op = op.operation if hasattr(op, "operation") else op
+        new = op.clone(ip=self.ip)
+        for i, v in enumerate(operands):
+            new.operands[i] = v
+        if result_types is not None:
+            for r, t in zip(new.results, result_types):
+                r.set_type(t)
+        return new.results[0] if len(new.results) == 1 else list(new.results)
+
+    def elementwise(self, name: str, *operands: ir.Value, result_elem: ir.Type | None = None) -> ir.Value:
+        t = operands[0].type
+        if result_elem is not None:
+            t = tensor_type(shape(operands[0]), result_elem)
+        return self.op(name, operands, [t]).result
+
+    # --- arithmetic ----------------------------------------------------------------------
+
+    def add(self, x, y): return self.elementwise("stablehlo.add", x, y)
+    def sub(self, x, y): return self.elementwise("stablehlo.subtract", x, y)
+    def mul(self, x, y): return self.elementwise("stablehlo.multiply", x, y)
+    def div(self, x, y): return self.elementwise("stablehlo.divide", x, y)
+    def max(self, x, y): return self.elementwise("stablehlo.maximum", x, y)
+    def min(self, x, y): return self.elementwise("stablehlo.minimum", x, y)
+    def neg(self, x): return self.elementwise("stablehlo.negate", x)
+
+    def select(self, pred, on_true, on_false):
+        return self.op("stablehlo.select", [pred, on_true, on_false], [on_true.type]).result
+
+    def compare(self, x, y, direction: str):
+        attrs = {"comparison_direction": stablehlo.ComparisonDirectionAttr.get(direction)}
+        t = tensor_type(shape(x), ir.IntegerType.get_signless(1))
+        return self.op("stablehlo.compare", [x, y], [t], attrs).result
+
+    # --- constants -----------------------------------------------------------------------
+
+    def constant(self, value, like: ir.Type) -> ir.Value:
+        """A constant of type `like`: a scalar is splatted, an array must match the shape."""
+        t = ir.RankedTensorType(like)
+        arr = np.asarray(value)
+        if arr.ndim == 0:
+            elem = t.element_type
+            if isinstance(elem, ir.IntegerType):
+                scalar = ir.IntegerAttr.get(elem, int(arr))
+            else:
+                scalar = ir.FloatAttr.get(elem, float(arr))
+            attr = ir.DenseElementsAttr.get_splat(t, scalar)
+        else:
+            arr = np.ascontiguousarray(arr.astype(dtype_of(t)).reshape(shape_of(t)))
+            attr = ir.DenseElementsAttr.get(arr, type=t.element_type, shape=list(arr.shape))
+        return self.op("stablehlo.constant", [], [t], {"value": attr}).result
+
+    def zeros(self, like: ir.Type) -> ir.Value:
+        return self.constant(0, like)
+
+    # --- data movement -------------------------------------------------------------------
+
+    def transpose(self, x, perm: Sequence[int]) -> ir.Value:
+        perm = list(perm)
+        if perm == list(range(len(perm))):
+            return x
+        s = shape(x)
+        t = tensor_type([s[p] for p in perm], elem_of(x))
+        return self.op("stablehlo.transpose", [x], [t], {"permutation": _i64s(perm)}).result
+
+    def reshape(self, x, new_shape: Sequence[int]) -> ir.Value:
+        if tuple(new_shape) == shape(x):
+            return x
+        return self.op("stablehlo.reshape", [x], [tensor_type(new_shape, elem_of(x))]).result
+
+    def broadcast_in_dim(self, x, new_shape: Sequence[int], dims: Sequence[int]) -> ir.Value:
+        t = tensor_type(new_shape, elem_of(x))
+        return self.op("stablehlo.broadcast_in_dim", [x], [t], {"broadcast_dimensions": _i64s(dims)}).result
+
+    def slice(self, x, start: Sequence[int], limit: Sequence[int], strides: Sequence[int] | None = None):
+        strides = list(strides) if strides is not None else [1] * len(start)
+        if list(start) == [0] * len(start) and tuple(limit) == shape(x) and set(strides) <= {1}:
+            return x
+        out = [-(-(hi - lo) // st) for lo, hi, st in zip(start, limit, strides)]
+        attrs = {"start_indices": _i64s(start), "limit_indices": _i64s(limit), "strides": _i64s(strides)}
+        return self.op("stablehlo.slice", [x], [tensor_type(out, elem_of(x))], attrs).result
+
+    def slice_dim(self, x, dim: int, lo: int, hi: int) -> ir.Value:
+        """x[..., lo:hi, ...] along one dimension."""
+        s = shape(x)
+        start = [0] * len(s)
+        limit = list(s)
+        start[dim], limit[dim] = lo, hi
+        return self.slice(x, start, limit)
+
+    def concat(self, xs: Sequence[ir.Value], dim: int) -> ir.Value:
+        xs = list(xs)
+        if len(xs) == 1:
+            return xs[0]
+        out = list(shape(xs[0]))
+        out[dim] = sum(shape(x)[dim] for x in xs)
+        attrs = {"dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)}
+        return self.op("stablehlo.concatenate", xs, [tensor_type(out, elem_of(xs[0]))], attrs).result
+
+    def convert(self, x, elem: ir.Type | np.dtype) -> ir.Value:
+        if not isinstance(elem, ir.Type):
+            elem = element_type(elem)
+        if elem == elem_of(x):
+            return x
+        return self.op("stablehlo.convert", [x], [tensor_type(shape(x), elem)]).result
+
+    # --- linear algebra ------------------------------------------------------------------
+
+    def dot(self, lhs, rhs, contract: tuple[Sequence[int], Sequence[int]],
+            batch: tuple[Sequence[int], Sequence[int]] = ((), ()), *,
+            result_elem: ir.Type | None = None, like=None) -> ir.Value:
+        """dot_general; result dims are batch, lhs free, rhs free (StableHLO's order).
+
+        `like` (an existing dot_general) supplies precision config, algorithm and result dtype.
+        """
+        (lc, rc), (lb, rb) = contract, batch
+        ls, rs = shape(lhs), shape(rhs)
+        lfree = [d for d in range(len(ls)) if d not in lc and d not in lb]
+        rfree = [d for d in range(len(rs)) if d not in rc and d not in rb]
+        out = [ls[d] for d in lb] + [ls[d] for d in lfree] + [rs[d] for d in rfree]
+        attrs = {"dot_dimension_numbers": stablehlo.DotDimensionNumbers.get(
+            lhs_batching_dimensions=list(lb), rhs_batching_dimensions=list(rb),
+            lhs_contracting_dimensions=list(lc), rhs_contracting_dimensions=list(rc))}
+        if like is not None:
+            like_op = like.operation if hasattr(like, "operation") else like
+            for key in ("precision_config", "algorithm"):
+                if key in like_op.attributes:
+                    attrs[key] = like_op.attributes[key]
+            result_elem = result_elem or elem_of(like_op.results[0])
+        elem = result_elem or elem_of(lhs)
+        return self.op("stablehlo.dot_general", [lhs, rhs], [tensor_type(out, elem)], attrs).result
+
+    def matmul(self, a, b, like=None) -> ir.Value:
+        """Contract a's last dim with b's first (rank-2 or vector operands)."""
+        return self.dot(a, b, ((len(shape(a)) - 1,), (0,)), like=like)
+
+    # --- reductions ----------------------------------------------------------------------
+
+    def reduce(self, x, init, dims: Sequence[int], body: str = "stablehlo.add") -> ir.Value:
+        """Reduce `x` over `dims` with a binary elementwise `body` op and scalar `init`."""
+        s = shape(x)
+        out = [n for d, n in enumerate(s) if d not in dims]
+        elem = elem_of(x)
+        op = self.op("stablehlo.reduce", [x, init], [tensor_type(out, elem)],
+                     {"dimensions": _i64s(dims)}, regions=1)
+        scalar = tensor_type([], elem)
+        block = op.regions[0].blocks.append(scalar, scalar)
+        inner = Builder.at_end(block, self.loc)
+        r = inner.op(body, [block.arguments[0], block.arguments[1]], [scalar]).result
+        inner.op("stablehlo.return", [r], [])
+        return op.result
+
+    def reduce_sum(self, x, dims: Sequence[int]) -> ir.Value:
+        init = self.constant(0, tensor_type([], elem_of(x)))
+        return self.reduce(x, init, dims, "stablehlo.add")

@@ -1,0 +1,439 @@
+"""augment (dry mode) -> decide -> apply, and the loop of the HloEnv paper's Algorithm 1.
+
+`augment` records every match of every pattern as an alternatives op without changing what the
+program computes; `apply` materializes one region per alternatives op, prunes dead ops and
+verifies. Programs are cloned unless `inplace=True`, so one augmented program can be applied
+with many decision vectors.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+from jaxlib.mlir import ir
+
+from shlo_env import alternatives_dialect as alt_dialect
+from shlo_env.builder import Builder
+from shlo_env.import_ import Program, ir_scope
+from shlo_env.numerics import Numerics
+from shlo_env.patterns.base import Match, Pattern, resolve
+
+
+class PatternWarning(UserWarning):
+    """A pattern raised or built invalid IR; that pattern or alternative was skipped."""
+
+
+class ApplyError(ValueError):
+    """Bad decisions, or a materialized program that fails to verify."""
+
+
+@dataclasses.dataclass
+class AugmentStats:
+    matches: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    recorded: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    dropped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    cycles: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    errors: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+# Ops that must stay even when their results are unused.
+_EFFECTFUL = frozenset({
+    "stablehlo.custom_call", "stablehlo.send", "stablehlo.recv", "stablehlo.infeed",
+    "stablehlo.outfeed", "stablehlo.after_all", "stablehlo.create_token", "stablehlo.rng",
+    "stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.all_to_all", "stablehlo.reduce_scatter",
+    "stablehlo.collective_permute", "stablehlo.collective_broadcast", "func.call",
+})
+
+
+# --- walking ----------------------------------------------------------------------------------
+
+def walk_ops(block: ir.Block) -> Iterator[ir.Operation]:
+    """Every op in `block` and its nested regions, in program order; alternatives are not entered."""
+    for op in block.operations:
+        op = op.operation
+        yield op
+        if op.name == alt_dialect.ALTERNATIVES:
+            continue
+        for region in op.regions:
+            for inner in region.blocks:
+                yield from walk_ops(inner)
+
+
+def _map_values(obj, mapping: Mapping):
+    if isinstance(obj, ir.Value):
+        return mapping.get(obj, obj)
+    if isinstance(obj, list):
+        return [_map_values(x, mapping) for x in obj]
+    if isinstance(obj, tuple):
+        return tuple(_map_values(x, mapping) for x in obj)
+    if isinstance(obj, dict):
+        return type(obj)({k: _map_values(v, mapping) for k, v in obj.items()})
+    return obj
+
+
+def _values_in(obj, out: list) -> list:
+    if isinstance(obj, ir.Value):
+        out.append(obj)
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            _values_in(x, out)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            _values_in(x, out)
+    return out
+
+
+# --- augment ----------------------------------------------------------------------------------
+
+def augment(program: Program, patterns=None, *, inplace: bool = False,
+            stats: AugmentStats | None = None) -> Program:
+    """Record every match of every pattern as an alternatives op (dry mode).
+
+    Matches are collected on the unchanged program first, so overlapping matches all count.
+    Several patterns matching the same roots share one alternatives op. A pattern that raises
+    is skipped with a `PatternWarning`; an alternative whose IR is invalid is dropped; a match
+    that would create a cycle is rejected.
+    """
+    patterns = resolve(patterns)
+    stats = stats if stats is not None else AugmentStats()
+    prog = program if inplace else program.clone()
+    with ir_scope():
+        groups = _collect_matches(prog, patterns, stats)
+        redirect: dict[ir.Value, ir.Value] = {}
+        for roots, members in groups.items():
+            _record(list(roots), members, redirect, stats)
+    return prog
+
+
+def _collect_matches(prog: Program, patterns: Sequence[Pattern], stats: AugmentStats):
+    by_op: dict[str, list[Pattern]] = collections.defaultdict(list)
+    for p in patterns:
+        for name in p.roots():
+            by_op[name].append(p)
+    broken: set[str] = set()
+    groups: dict[tuple, list[tuple[Pattern, Match]]] = {}
+    for op in walk_ops(prog.body):
+        candidates = by_op.get(op.name)
+        if not candidates:
+            continue
+        view = op.opview
+        for p in candidates:
+            if p.name in broken:
+                continue
+            try:
+                m = p.match(view)
+            except Exception as e:  # noqa: BLE001 - a pattern bug must not stop the others
+                broken.add(p.name)
+                stats.errors[p.name] = f"{type(e).__name__}: {e}"
+                warnings.warn(f"pattern {p.name!r} raised in match on {op.name}: {type(e).__name__}: {e}; "
+                              "pattern skipped", PatternWarning, stacklevel=3)
+                continue
+            if m is None:
+                continue
+            m = m if isinstance(m, Match) else Match(m)
+            roots = tuple(m.pop("roots", None) or op.results)
+            stats.matches[p.name] += 1
+            groups.setdefault(roots, []).append((p, m))
+    return groups
+
+
+def _record(roots: list[ir.Value], members, redirect: dict, stats: AugmentStats) -> None:
+    original_roots = roots
+    roots = [redirect.get(r, r) for r in roots]
+    mapped = [(p, _map_values(m, redirect)) for p, m in members]
+    inputs: list[ir.Value] = []
+    for _, m in mapped:
+        for v in _values_in(m, []):
+            if v not in roots and v not in inputs:
+                inputs.append(v)
+    operands = roots + inputs
+
+    scratch = ir.Operation.create("shlo_env.scratch", regions=len(mapped))
+    blocks, labels, tiers = [], [], []
+    for (p, m), region in zip(mapped, scratch.regions):
+        block = alt_dialect.new_block(region, operands)
+        local = _map_values(m, dict(zip(operands, block.arguments)))
+        problem = _build_choice(p, block, local, len(roots))
+        if problem == "no-op":
+            continue
+        if problem:
+            stats.dropped[p.name] += 1
+            warnings.warn(f"pattern {p.name!r}: {problem}; alternative dropped", PatternWarning, stacklevel=4)
+            continue
+        blocks.append(block)
+        labels.append(p.name)
+        tiers.append(int(p.numerics))
+    if blocks:
+        op = _place(roots, inputs, blocks, labels, tiers)
+        if op is None:
+            for name in labels:
+                stats.cycles[name] += 1
+        else:
+            for name in labels:
+                stats.recorded[name] += 1
+            for orig, new in zip(original_roots, op.results):
+                redirect[orig] = new
+    scratch.erase()
+
+
+def _build_choice(p: Pattern, block: ir.Block, m: Match, num_roots: int) -> str | None:
+    """Run the pattern's rewrite into `block`; return a problem description, "no-op", or None."""
+    try:
+        out = p.rewrite(Builder.at_end(block), m)
+    except Exception as e:  # noqa: BLE001
+        return f"rewrite raised {type(e).__name__}: {e}"
+    out = [out] if isinstance(out, ir.Value) else list(out or [])
+    args = list(block.arguments)
+    if len(out) != num_roots:
+        return f"rewrite returned {len(out)} values for {num_roots} roots"
+    for i, (v, root) in enumerate(zip(out, args)):
+        if not isinstance(v, ir.Value):
+            return f"rewrite returned {type(v).__name__}, not a Value"
+        if v.type != root.type:
+            return f"replacement {i} has type {v.type}, the original {root.type}"
+    defined = set(args)
+    for op in walk_ops(block):
+        defined.update(op.results)
+        for r in op.regions:
+            for b in r.blocks:
+                defined.update(b.arguments)
+    for op in walk_ops(block):
+        for v in op.operands:
+            if v not in defined:
+                return f"{op.name} reads a value from outside its region (use values from the Match)"
+    if any(v not in defined for v in out):
+        return "returned a value from outside its region (use values from the Match)"
+    alt_dialect.yield_(block, out)
+    if all(v == a for v, a in zip(out, args[:num_roots])):
+        return "no-op"
+    try:
+        for op in block.operations:
+            op.operation.verify()
+    except ir.MLIRError as e:
+        return f"built invalid IR: {e}"
+    return None
+
+
+def _owner_in(block: ir.Block, value: ir.Value) -> ir.Operation | None:
+    """The op of `block` that defines `value` (directly), or None if defined elsewhere."""
+    if isinstance(value, ir.OpResult):
+        op = value.owner.operation
+        return op if op.block == block else None
+    return None
+
+
+def _ancestor_in(block: ir.Block, op: ir.Operation) -> ir.Operation | None:
+    """`op` itself or the op enclosing it that sits directly in `block`."""
+    while op is not None:
+        if op.block == block:
+            return op
+        parent = op.parent
+        op = parent.operation if parent is not None else None
+        if op is not None and op.name == "func.func":
+            return None
+    return None
+
+
+def _place(roots, inputs, blocks, labels, tiers) -> ir.Operation | None:
+    """Insert the alternatives op after every operand's definition and redirect the roots' uses.
+
+    Users of a root that sit before that point are moved after it, together with everything
+    that depends on them; if one of them feeds an operand, the match would create a cycle and
+    is rejected (None).
+    """
+    block = roots[0].owner.operation.block
+    anchors = [o for o in (_owner_in(block, v) for v in roots + inputs) if o is not None]
+    anchor = anchors[0]
+    for o in anchors[1:]:
+        if anchor.is_before_in_block(o):
+            anchor = o
+    op = alt_dialect.create(ir.InsertionPoint.after(anchor), roots, inputs, blocks, labels, tiers)
+
+    early = []
+    for r in roots:
+        for use in r.uses:
+            user = _ancestor_in(block, use.owner.operation if hasattr(use.owner, "operation") else use.owner)
+            if user is not None and user != op and user.is_before_in_block(op):
+                early.append(user)
+    if early:
+        moved = _forward_cone(block, early, op)
+        operand_defs = {o for o in anchors}
+        if any(m in operand_defs for m in moved):
+            op.erase()
+            return None
+        after = op
+        for m in moved:
+            m.move_after(after)
+            after = m
+    for i, r in enumerate(roots):
+        r.replace_all_uses_except(op.results[i], op)
+    return op
+
+
+def _forward_cone(block: ir.Block, early: list[ir.Operation], stop: ir.Operation) -> list[ir.Operation]:
+    """Ops before `stop` in `block` that are early users or depend on one, in block order."""
+    first = early[0]
+    for e in early[1:]:
+        if e.is_before_in_block(first):
+            first = e
+    early_set = set(early)
+    produced: set = set()
+    cone = []
+    started = False
+    for o in block.operations:
+        o = o.operation
+        if o == stop:
+            break
+        if o == first:
+            started = True
+        if not started:
+            continue
+        depends = o in early_set or any(v in produced for inner in walk_ops_incl(o) for v in inner.operands)
+        if depends:
+            cone.append(o)
+            produced.update(o.results)
+    return cone
+
+
+def walk_ops_incl(op: ir.Operation) -> Iterator[ir.Operation]:
+    yield op
+    for region in op.regions:
+        for b in region.blocks:
+            yield from walk_ops(b)
+
+
+# --- apply ------------------------------------------------------------------------------------
+
+def list_alternatives(program: Program) -> list[alt_dialect.Alternatives]:
+    return alt_dialect.list_alternatives(program.main)
+
+
+def normalize_decisions(alts, decisions) -> list[int]:
+    """A full decision vector from a list (one per alternatives op) or {index: choice}."""
+    if isinstance(decisions, Mapping):
+        vec = [0] * len(alts)
+        for k, v in decisions.items():
+            if not 0 <= int(k) < len(alts):
+                raise ApplyError(f"decision for alternatives #{k}, but the program has {len(alts)}")
+            vec[int(k)] = int(v)
+    else:
+        vec = [int(d) for d in decisions]
+        if len(vec) != len(alts):
+            raise ApplyError(f"{len(vec)} decisions for {len(alts)} alternatives ops")
+    for a, d in zip(alts, vec):
+        if not 0 <= d < a.num_choices:
+            raise ApplyError(f"decision {d} out of range for alternatives #{a.index} "
+                             f"with {a.num_choices} choices")
+    return vec
+
+
+def apply(program: Program, decisions, *, inplace: bool = False) -> Program:
+    """Materialize one choice per alternatives op, prune dead ops, verify.
+
+    The result records what was applied in `applied` and its loosest tier in `numerics`.
+    """
+    prog = program if inplace else program.clone()
+    with ir_scope():
+        alts = list_alternatives(prog)
+        vec = normalize_decisions(alts, decisions)
+        applied = list(prog.applied)
+        tier = Numerics(prog.numerics)
+        for a, d in zip(alts, vec):
+            if d:
+                applied.append(a.labels[d])
+                tier = max(tier, Numerics(a.tiers[d]))
+            alt_dialect.materialize(a.op, d)
+        prune(prog)
+        try:
+            prog.module.operation.verify()
+        except ir.MLIRError as e:
+            raise ApplyError(f"program does not verify after apply: {e}") from e
+    prog.applied = tuple(applied)
+    prog.numerics = tier
+    return prog
+
+
+def strip(program: Program, *, inplace: bool = False) -> Program:
+    """Remove every alternatives op, keeping the originals (all decisions 0)."""
+    return apply(program, [0] * len(list_alternatives(program)), inplace=inplace)
+
+
+def is_pure(op: ir.Operation) -> bool:
+    if op.name in _EFFECTFUL or op.name.startswith("shlo_env.") or op.name.endswith("return"):
+        return False
+    if op.name == "stablehlo.custom_call":
+        return False
+    for region in op.regions:
+        for b in region.blocks:
+            for inner in walk_ops(b):
+                if inner.name in _EFFECTFUL:
+                    return False
+    return True
+
+
+def prune(program: Program) -> int:
+    """Erase ops whose results are unused and that have no side effects. Returns how many."""
+    return _prune_block(program.body)
+
+
+def _prune_block(block: ir.Block) -> int:
+    erased = 0
+    for op in reversed([o.operation for o in block.operations]):
+        for region in op.regions:
+            for inner in region.blocks:
+                erased += _prune_block(inner)
+        if len(op.results) and all(next(iter(r.uses), None) is None for r in op.results) and is_pure(op):
+            op.erase()
+            erased += 1
+    return erased
+
+
+# --- Algorithm 1 ------------------------------------------------------------------------------
+
+Policy = Callable[[Program, list], Sequence[int]]
+
+
+@dataclasses.dataclass
+class LoopStep:
+    step: int
+    num_alternatives: int
+    decisions: list[int]
+    applied: list[str]
+    state_hash: str
+
+
+def pick_first(program: Program, alts) -> list[int]:
+    """The paper's pick-first heuristic: the first non-original choice at every alternatives op."""
+    return [1 if a.num_choices > 1 else 0 for a in alts]
+
+
+def run_loop(program: Program, patterns=None, policy: Policy = pick_first, *,
+             max_steps: int = 8) -> tuple[Program, list[LoopStep]]:
+    """augment -> decide -> apply until no alternatives remain, the policy keeps every original,
+    a state repeats, or `max_steps` is reached."""
+    from shlo_env.hashing import dag_hash
+
+    patterns = resolve(patterns)
+    current = program
+    seen = {dag_hash(program)}
+    trace: list[LoopStep] = []
+    for step in range(max_steps):
+        augmented = augment(current, patterns)
+        alts = list_alternatives(augmented)
+        if not alts:
+            break
+        decisions = normalize_decisions(alts, policy(augmented, alts))
+        if not any(decisions):
+            break
+        nxt = apply(augmented, decisions, inplace=True)
+        h = dag_hash(nxt)
+        trace.append(LoopStep(step, len(alts), decisions,
+                              [a.labels[d] for a, d in zip(alts, decisions) if d], h))
+        if h in seen:
+            break
+        seen.add(h)
+        current = nxt
+    return current, trace

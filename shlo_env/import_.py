@@ -1,0 +1,263 @@
+"""Getting programs in and out: `lower(fn, *args)`, StableHLO text/bytecode files, and `Program`.
+
+A `Program` is a StableHLO module plus what is needed to call it like the JAX function it came
+from: flat input/output specs, the pytree structures, and example inputs. All modules share the
+one MLIR context returned by `context()`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+from jaxlib.mlir import ir
+from jaxlib.mlir import passmanager
+
+from shlo_env import _jax_compat
+from shlo_env.tensor_types import UnsupportedType, dtype_of, shape_of
+
+BYTECODE_MAGIC = b"ML\xefR"
+
+
+class ProgramError(ValueError):
+    """A module that cannot be parsed, is not valid StableHLO, or uses what we cannot run."""
+
+
+@functools.cache
+def context() -> ir.Context:
+    """The one MLIR context of the package (stablehlo/chlo/func registered, unregistered ops allowed)."""
+    return _jax_compat.make_ir_context()
+
+
+def ir_scope():
+    """`with ir_scope():` activates our context and an unknown location for building IR."""
+    return _Scope()
+
+
+class _Scope:
+    def __enter__(self):
+        self._ctx = context().__enter__()
+        self._loc = ir.Location.unknown(context())
+        self._loc.__enter__()
+        return self._ctx
+
+    def __exit__(self, *exc):
+        self._loc.__exit__(*exc)
+        context().__exit__(*exc)
+        return False
+
+
+@dataclasses.dataclass(eq=False)
+class Program:
+    """A StableHLO module with its calling convention.
+
+    `in_specs`/`out_specs` are flat (one per module argument/result). `in_tree`/`out_tree` are
+    pytree definitions when the program came from a Python function, else None.
+    """
+
+    module: ir.Module
+    in_specs: tuple[jax.ShapeDtypeStruct, ...]
+    out_specs: tuple[jax.ShapeDtypeStruct, ...]
+    in_tree: Any = None
+    out_tree: Any = None
+    example_args: tuple[np.ndarray, ...] | None = None
+    name: str = "main"
+    source: str = ""
+    applied: tuple[str, ...] = ()  # pattern names applied so far, in order
+    numerics: int = 0  # loosest numerics tier among applied patterns (see numerics.Numerics)
+
+    @property
+    def main(self) -> ir.Operation:
+        return find_main(self.module)
+
+    @property
+    def body(self) -> ir.Block:
+        """The entry block of `main`, where the whole computation lives after inlining."""
+        return self.main.regions[0].blocks[0]
+
+    def text(self, debug_info: bool = False) -> str:
+        return self.module.operation.get_asm(enable_debug_info=debug_info)
+
+    def bytecode(self) -> bytes:
+        buf = io.BytesIO()
+        self.module.operation.write_bytecode(buf)
+        return buf.getvalue()
+
+    def with_module(self, module: ir.Module) -> "Program":
+        return dataclasses.replace(self, module=module)
+
+    def clone(self) -> "Program":
+        """Deep copy of the module (via bytecode, the fastest round trip); specs are shared."""
+        with ir_scope():
+            module = ir.Module.parse(self.bytecode())
+        return self.with_module(module)
+
+    def num_ops(self) -> int:
+        count = 0
+
+        def visit(op):
+            nonlocal count
+            count += 1
+            return ir.WalkResult.ADVANCE
+
+        self.main.walk(visit)
+        return count - 1  # not the func itself
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{s.dtype}{list(s.shape)}" for s in self.in_specs)
+        return f"Program({self.name!r}, inputs=[{ins}], ops={self.num_ops()})"
+
+
+def find_main(module: ir.Module) -> ir.Operation:
+    """The entry function: `@main`, else the only public function."""
+    funcs = [op for op in module.body.operations if op.operation.name == "func.func"]
+    for f in funcs:
+        if ir.StringAttr(f.attributes["sym_name"]).value == "main":
+            return f.operation
+    public = [
+        f for f in funcs
+        if "sym_visibility" not in f.attributes
+        or ir.StringAttr(f.attributes["sym_visibility"]).value == "public"
+    ]
+    if len(public) == 1:
+        return public[0].operation
+    raise ProgramError("module has no @main function (and not exactly one public function)")
+
+
+def _specs(types) -> tuple[jax.ShapeDtypeStruct, ...]:
+    return tuple(jax.ShapeDtypeStruct(shape_of(t), dtype_of(t)) for t in types)
+
+
+def _signature(module: ir.Module):
+    main = find_main(module)
+    fn_type = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+    try:
+        return _specs(fn_type.inputs), _specs(fn_type.results)
+    except UnsupportedType as e:
+        raise ProgramError(f"unsupported program signature: {e}") from e
+
+
+def _check_static(module: ir.Module) -> None:
+    """Reject dynamic shapes anywhere in main: XLA needs static shapes and so do our patterns."""
+    problems: list[str] = []
+
+    def visit(op):
+        for r in op.results:
+            if isinstance(r.type, ir.RankedTensorType) and not ir.RankedTensorType(r.type).has_static_shape:
+                problems.append(f"{op.name} produces {r.type}")
+        return ir.WalkResult.ADVANCE
+
+    find_main(module).walk(visit)
+    if problems:
+        raise ProgramError("dynamic shapes are not supported: " + "; ".join(problems[:3]))
+
+
+def _inline_calls(module: ir.Module) -> None:
+    """Inline private functions into main so patterns see the whole computation."""
+    has_calls = False
+
+    def visit(op):
+        nonlocal has_calls
+        if op.name == "func.call":
+            has_calls = True
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    find_main(module).walk(visit)
+    if has_calls:
+        with context():
+            passmanager.PassManager.parse("builtin.module(inline,symbol-dce)").run(module.operation)
+
+
+def parse_module(data: str | bytes, what: str = "module") -> ir.Module:
+    """Parse StableHLO text, MLIR bytecode, or a StableHLO portable artifact into our context."""
+    try:
+        with ir_scope():
+            return ir.Module.parse(data)
+    except Exception as first:  # noqa: BLE001 - MLIRError carries the diagnostics
+        if isinstance(data, bytes) and data.startswith(BYTECODE_MAGIC):
+            try:
+                text = _jax_compat.deserialize_portable(data)
+                with ir_scope():
+                    return ir.Module.parse(text)
+            except Exception:  # noqa: BLE001
+                pass
+        raise ProgramError(f"could not parse {what}: {first}") from None
+
+
+def program_from_module(module: ir.Module, *, name: str = "main", source: str = "",
+                        in_tree=None, out_tree=None, example_args=None, inline: bool = True) -> Program:
+    """Wrap a parsed module as a Program after checking it is something we can run."""
+    find_main(module)
+    if inline:
+        _inline_calls(module)
+    _check_static(module)
+    if not module.operation.verify():
+        raise ProgramError(f"{name}: module does not verify")
+    in_specs, out_specs = _signature(module)
+    return Program(module, in_specs, out_specs, in_tree, out_tree, example_args, name, source)
+
+
+def lower(fn, *args, name: str | None = None, inline: bool = True) -> Program:
+    """Lower `fn(*args)` with `jax.jit(fn, keep_unused=True)` into a Program.
+
+    Args may be arrays, scalars, pytrees of them, or `jax.ShapeDtypeStruct`s (then the program
+    has no example inputs).
+    """
+    name = name or getattr(fn, "__name__", "fn")
+    try:
+        lowered = jax.jit(fn, keep_unused=True).lower(*args)
+    except Exception as e:  # noqa: BLE001 - user code; report it as an input error
+        raise ProgramError(f"could not lower {name}: {type(e).__name__}: {e}") from e
+    buf = io.BytesIO()
+    lowered.compiler_ir("stablehlo").operation.write_bytecode(buf)
+    module = parse_module(buf.getvalue(), what=name)
+    leaves = jax.tree_util.tree_leaves(args)
+    example = None
+    if not any(isinstance(x, jax.ShapeDtypeStruct) for x in leaves):
+        example = tuple(np.asarray(x) for x in leaves)
+    program = program_from_module(module, name=name, source="jax", in_tree=lowered.in_tree,
+                                  out_tree=lowered.out_tree, inline=inline)
+    if example is not None:
+        if len(example) != len(program.in_specs):
+            raise ProgramError(f"{name}: {len(example)} argument leaves but the module takes "
+                               f"{len(program.in_specs)} inputs")
+        program.example_args = tuple(np.asarray(x, dtype=s.dtype).reshape(s.shape)
+                                     for x, s in zip(example, program.in_specs))
+    return program
+
+
+def load(source: str | bytes | os.PathLike, *, name: str | None = None) -> Program:
+    """Load a StableHLO module from a `.mlir` (text) or `.mlirbc` (bytecode) file, or from text/bytes."""
+    data: str | bytes
+    origin = "<memory>"
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source
+                                           and not source.lstrip().startswith(("module", "func"))):
+        path = Path(source)
+        if not path.exists():
+            raise ProgramError(f"no such file: {path}")
+        data = path.read_bytes()
+        origin = str(path)
+        name = name or path.name.split(".")[0]
+        if not data.startswith(BYTECODE_MAGIC):
+            data = data.decode("utf-8", errors="replace")
+    else:
+        data = source
+    module = parse_module(data, what=origin)
+    return program_from_module(module, name=name or "main", source=origin)
+
+
+def save(program: Program, path: str | os.PathLike) -> Path:
+    """Write text (`.mlir`) or bytecode (`.mlirbc`), chosen by the file's extension."""
+    path = Path(path)
+    if path.suffix == ".mlirbc":
+        path.write_bytes(program.bytecode())
+    else:
+        path.write_text(program.text(debug_info=False))
+    return path

@@ -1,0 +1,141 @@
+"""Numerics tiers and output comparison.
+
+Every pattern declares how far its rewrite may move values:
+
+- EXACT: bitwise equal (NaN equals NaN, -0 equals +0).
+- REASSOCIATE: reordered sums/products. The candidate's error against a float64 reference may be
+  at most `REASSOCIATE_FACTOR` times the original's own error (normwise, per output), with a floor
+  of a few ulps of the output's scale. Without a reference, a normwise bound of
+  `NO_REFERENCE_ULPS` ulps of the output's scale is used.
+- APPROX: not value preserving; opt-in only and never in `optimize`'s defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+import ml_dtypes
+import numpy as np
+
+REASSOCIATE_FACTOR = 8.0
+FLOOR_ULPS = 4.0
+NO_REFERENCE_ULPS = 32.0
+APPROX_RTOL = 1e-2
+
+
+class Numerics(enum.IntEnum):
+    EXACT = 0
+    REASSOCIATE = 1
+    APPROX = 2
+
+    @classmethod
+    def parse(cls, value) -> "Numerics":
+        if isinstance(value, Numerics):
+            return value
+        if isinstance(value, str):
+            return cls[value.upper()]
+        return cls(int(value))
+
+
+@dataclasses.dataclass
+class Comparison:
+    ok: bool
+    tier: Numerics
+    max_error: float = 0.0
+    bound: float = 0.0
+    detail: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def eps(dtype) -> float:
+    dtype = np.dtype(dtype)
+    try:
+        return float(np.finfo(dtype).eps)
+    except ValueError:
+        return float(ml_dtypes.finfo(dtype).eps)
+
+
+def is_floating(dtype) -> bool:
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.complexfloating):
+        return True
+    try:
+        ml_dtypes.finfo(dtype)
+        return True
+    except (ValueError, TypeError):
+        return False
+
+
+def _as_f64(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x).astype(np.complex128 if np.iscomplexobj(x) else np.float64)
+
+
+def _bitwise_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    if not is_floating(a.dtype):
+        return bool(np.array_equal(a, b))
+    a64, b64 = _as_f64(a), _as_f64(b)
+    same = (a64 == b64) | (np.isnan(a64) & np.isnan(b64))
+    return bool(np.all(same))
+
+
+def _nonfinite_match(c64: np.ndarray, o64: np.ndarray) -> bool:
+    """Non-finite values must sit in the same places with the same values (NaN matches NaN)."""
+    cf, of = np.isfinite(c64), np.isfinite(o64)
+    if not np.array_equal(cf, of):
+        return False
+    bad = ~of
+    return bool(np.all((c64[bad] == o64[bad]) | (np.isnan(c64[bad]) & np.isnan(o64[bad]))))
+
+
+def compare_one(candidate, original, tier: Numerics, reference=None) -> Comparison:
+    c, o = np.asarray(candidate), np.asarray(original)
+    if c.shape != o.shape or c.dtype != o.dtype:
+        return Comparison(False, tier, detail=f"shape/dtype {c.dtype}{list(c.shape)} != {o.dtype}{list(o.shape)}")
+    if tier == Numerics.EXACT or not is_floating(o.dtype):
+        ok = _bitwise_equal(c, o)
+        return Comparison(ok, tier, detail="" if ok else "values differ bitwise")
+    c64, o64 = _as_f64(c), _as_f64(o)
+    if not _nonfinite_match(c64, o64):
+        return Comparison(False, tier, detail="NaN/Inf in different places")
+    finite = np.isfinite(o64)
+    if not finite.any():
+        return Comparison(True, tier)
+    e = eps(o.dtype)
+    if tier == Numerics.APPROX:
+        scale = float(np.max(np.abs(o64[finite])))
+        err = float(np.max(np.abs(c64[finite] - o64[finite])))
+        bound = APPROX_RTOL * max(scale, 1.0)
+        return Comparison(err <= bound, tier, err, bound)
+    if reference is not None:
+        r = _as_f64(reference)
+        ok_ref = finite & np.isfinite(r)
+        scale = float(np.max(np.abs(r[ok_ref]))) if ok_ref.any() else 0.0
+        err_c = float(np.max(np.abs(c64[ok_ref] - r[ok_ref]))) if ok_ref.any() else 0.0
+        err_o = float(np.max(np.abs(o64[ok_ref] - r[ok_ref]))) if ok_ref.any() else 0.0
+        bound = max(REASSOCIATE_FACTOR * err_o, FLOOR_ULPS * e * scale)
+        detail = "" if err_c <= bound else f"error {err_c:.3g} vs original's {err_o:.3g}"
+        return Comparison(err_c <= bound, tier, err_c, bound, detail)
+    scale = float(np.max(np.abs(o64[finite])))
+    err = float(np.max(np.abs(c64[finite] - o64[finite])))
+    bound = NO_REFERENCE_ULPS * e * scale
+    return Comparison(err <= bound, tier, err, bound, "" if err <= bound else f"error {err:.3g} > {bound:.3g}")
+
+
+def compare_outputs(candidate, original, tier, reference=None) -> Comparison:
+    """Compare flat output lists; the first failing output decides."""
+    tier = Numerics.parse(tier)
+    if len(candidate) != len(original):
+        return Comparison(False, tier, detail=f"{len(candidate)} outputs vs {len(original)}")
+    worst = Comparison(True, tier)
+    for i, (c, o) in enumerate(zip(candidate, original)):
+        ref = None if reference is None else reference[i]
+        cmp = compare_one(c, o, tier, ref)
+        if not cmp.ok:
+            cmp.detail = f"output {i}: {cmp.detail}"
+            return cmp
+        if cmp.max_error >= worst.max_error:
+            worst = cmp
+    return worst

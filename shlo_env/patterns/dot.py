@@ -1,0 +1,350 @@
+"""Dot / linear-algebra rewrites: choices XLA does not make itself.
+
+Written for plain matrix products (rank-2 · rank-2 or rank-2 · vector, a's last dim contracted
+with b's first, one dtype). `matmul_operands(v)` recognizes them.
+"""
+
+from __future__ import annotations
+
+from shlo_env.patterns.base import (
+    Match, Numerics, Pattern, matmul_flops, matmul_operands, producer, register, shape_of,
+    single_use, splat_value, users, i64s,
+)
+
+
+def _mm_flops(a_shape, b_shape) -> int:
+    m, k = a_shape
+    n = b_shape[1] if len(b_shape) == 2 else 1
+    return matmul_flops(m, k, n)
+
+
+def _chain_flops(a, b, c):
+    """Flops of (a·b)·c and of a·(b·c) for shapes a[m,k], b[k,n], c[n,p] (c may be a vector)."""
+    m, k = a
+    n = b[1]
+    p = c[1] if len(c) == 2 else 1
+    return matmul_flops(m, k, n) + matmul_flops(m, n, p), matmul_flops(k, n, p) + matmul_flops(m, k, p)
+
+
+@register
+class ReassociateLeftToRight(Pattern):
+    """(A·B)·C -> A·(B·C), offered when it needs fewer flops."""
+
+    root = "stablehlo.dot_general"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        outer = matmul_operands(op.result)
+        if outer is None:
+            return None
+        ab, c, _ = outer
+        inner = matmul_operands(ab)
+        if inner is None:
+            return None
+        a, b, inner_op = inner
+        if len(shape_of(b.type)) != 2:
+            return None
+        before, after = _chain_flops(shape_of(a.type), shape_of(b.type), shape_of(c.type))
+        if not single_use(ab):
+            after += _mm_flops(shape_of(a.type), shape_of(b.type))  # A·B is still needed
+        if after < before:
+            return Match(a=a, b=b, c=c, like=op)
+
+    def rewrite(self, b, m):
+        bc = b.matmul(m.b, m.c, like=m.like)
+        return b.matmul(m.a, bc, like=m.like)
+
+
+@register
+class ReassociateRightToLeft(Pattern):
+    """A·(B·C) -> (A·B)·C, offered when it needs fewer flops."""
+
+    root = "stablehlo.dot_general"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        outer = matmul_operands(op.result)
+        if outer is None:
+            return None
+        a, bc, _ = outer
+        inner = matmul_operands(bc)
+        if inner is None:
+            return None
+        b_, c, _ = inner
+        if len(shape_of(b_.type)) != 2:
+            return None
+        left, right = _chain_flops(shape_of(a.type), shape_of(b_.type), shape_of(c.type))
+        if not single_use(bc):
+            left += _mm_flops(shape_of(b_.type), shape_of(c.type))  # B·C is still needed
+        if left < right:
+            return Match(a=a, b=b_, c=c, like=op)
+
+    def rewrite(self, b, m):
+        ab = b.matmul(m.a, m.b, like=m.like)
+        return b.matmul(ab, m.c, like=m.like)
+
+
+@register
+class DistributeLeft(Pattern):
+    """x·(W + V) -> x·W + x·V; when V = A·B, x·V is computed as (x·A)·B if that is cheaper."""
+
+    root = "stablehlo.dot_general"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        mm = matmul_operands(op.result)
+        if mm is None:
+            return None
+        x, s, _ = mm
+        add = producer(s, "stablehlo.add")
+        if add is None:
+            return None
+        w, v = add.operands
+        return Match(x=x, w=w, v=v, v_factors=_low_rank_factors(x, v), w_factors=_low_rank_factors(x, w),
+                     like=op)
+
+    def rewrite(self, b, m):
+        return b.add(_times(b, m.x, m.w, m.w_factors, m.like), _times(b, m.x, m.v, m.v_factors, m.like))
+
+
+def _low_rank_factors(x, v):
+    """(A, B) when v = A·B and (x·A)·B needs fewer flops than x·(A·B) given v is computed anyway."""
+    inner = matmul_operands(v)
+    if inner is None:
+        return None
+    a, b_, _ = inner
+    if len(shape_of(b_.type)) != 2 or len(shape_of(x.type)) != 2:
+        return None
+    xs, as_, bs = shape_of(x.type), shape_of(a.type), shape_of(b_.type)
+    via_v = matmul_flops(xs[0], xs[1], bs[1])
+    if single_use(v):  # V = A·B is no longer needed once x·V is computed from the factors
+        via_v += matmul_flops(as_[0], as_[1], bs[1])
+    via_factors = matmul_flops(xs[0], as_[0], as_[1]) + matmul_flops(xs[0], as_[1], bs[1])
+    if via_factors < via_v:
+        return (a, b_)
+    return None
+
+
+def _times(b, x, v, factors, like):
+    if factors is None:
+        return b.matmul(x, v, like=like)
+    a, b_ = factors
+    return b.matmul(b.matmul(x, a, like=like), b_, like=like)
+
+
+@register
+class DistributeRight(Pattern):
+    """(W + V)·x -> W·x + V·x."""
+
+    root = "stablehlo.dot_general"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        mm = matmul_operands(op.result)
+        if mm is None:
+            return None
+        s, x, _ = mm
+        add = producer(s, "stablehlo.add")
+        if add is None:
+            return None
+        w, v = add.operands
+        return Match(x=x, w=w, v=v, like=op)
+
+    def rewrite(self, b, m):
+        return b.add(b.matmul(m.w, m.x, like=m.like), b.matmul(m.v, m.x, like=m.like))
+
+
+@register
+class FactorCommonLhs(Pattern):
+    """x·W + x·V -> x·(W + V): one product instead of two."""
+
+    root = "stablehlo.add"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        p, q = op.operands
+        mp, mq = matmul_operands(p), matmul_operands(q)
+        if mp is None or mq is None or mp[0] != mq[0]:
+            return None
+        if mp[1].type != mq[1].type or not (single_use(p) and single_use(q)):
+            return None
+        return Match(x=mp[0], w=mp[1], v=mq[1], like=mp[2])
+
+    def rewrite(self, b, m):
+        return b.matmul(m.x, b.add(m.w, m.v), like=m.like)
+
+
+@register
+class FactorCommonRhs(Pattern):
+    """W·x + V·x -> (W + V)·x."""
+
+    root = "stablehlo.add"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        p, q = op.operands
+        mp, mq = matmul_operands(p), matmul_operands(q)
+        if mp is None or mq is None or mp[1] != mq[1]:
+            return None
+        if mp[0].type != mq[0].type or not (single_use(p) and single_use(q)):
+            return None
+        return Match(x=mp[1], w=mp[0], v=mq[0], like=mp[2])
+
+    def rewrite(self, b, m):
+        return b.matmul(b.add(m.w, m.v), m.x, like=m.like)
+
+
+def is_sum(op) -> bool:
+    """A single-input `stablehlo.reduce` that adds, starting from zero."""
+    if op.operation.name != "stablehlo.reduce" or len(op.operands) != 2:
+        return False
+    body = [o.operation for o in op.operation.regions[0].blocks[0].operations]
+    if len(body) != 2 or body[0].name != "stablehlo.add":
+        return False
+    args = list(op.operation.regions[0].blocks[0].arguments)
+    if set(body[0].operands) != set(args) or body[1].operands[0] != body[0].result:
+        return False
+    return splat_value(op.operands[1]) == 0
+
+
+@register
+class ReduceThroughDot(Pattern):
+    """sum_i (X·W)[i, :] -> (sum_i X[i, :])·W, and likewise over columns (sum_j W[:, j])."""
+
+    root = "stablehlo.reduce"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        if not is_sum(op):
+            return None
+        mm = matmul_operands(op.operands[0])
+        if mm is None or len(shape_of(mm[1].type)) != 2:
+            return None
+        dims = sorted(i64s(op, "dimensions"))
+        if dims not in ([0], [1], [0, 1]):
+            return None
+        return Match(x=mm[0], w=mm[1], dims=dims, like=mm[2])
+
+    def rewrite(self, b, m):
+        if m.dims == [0]:
+            return b.dot(b.reduce_sum(m.x, [0]), m.w, ((0,), (0,)), like=m.like)
+        if m.dims == [1]:
+            return b.dot(m.x, b.reduce_sum(m.w, [1]), ((1,), (0,)), like=m.like)
+        return b.dot(b.reduce_sum(m.x, [0]), b.reduce_sum(m.w, [1]), ((0,), (0,)), like=m.like)
+
+
+def _later_sibling_dots(op, value, position: int):
+    """Plain matmuls after `op` in its block that use `value` as operand `position`."""
+    out = []
+    for user in users(value):
+        user = user.operation
+        if user == op.operation or user.name != "stablehlo.dot_general" or user.block != op.operation.block:
+            continue
+        mm = matmul_operands(user.result)
+        if mm is None or mm[position] != value or not op.operation.is_before_in_block(user):
+            continue
+        out.append(user)
+    return out
+
+
+@register
+class MergeDotsSharingLhs(Pattern):
+    """x·W1, x·W2 -> x·[W1 W2] sliced back apart: one larger product instead of two."""
+
+    root = "stablehlo.dot_general"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        mm = matmul_operands(op.result)
+        if mm is None or len(shape_of(mm[1].type)) != 2:
+            return None
+        x, w1, _ = mm
+        for other in _later_sibling_dots(op, x, 0):
+            w2 = other.operands[1]
+            if w2 != w1 and len(shape_of(w2.type)) == 2:
+                return Match(roots=[op.result, other.result], x=x, w1=w1, w2=w2, like=op)
+        return None
+
+    def rewrite(self, b, m):
+        n1 = shape_of(m.w1.type)[1]
+        n2 = shape_of(m.w2.type)[1]
+        y = b.matmul(m.x, b.concat([m.w1, m.w2], 1), like=m.like)
+        return [b.slice_dim(y, 1, 0, n1), b.slice_dim(y, 1, n1, n1 + n2)]
+
+
+@register
+class MergeDotsSharingRhs(Pattern):
+    """A1·W, A2·W -> [A1; A2]·W sliced back apart."""
+
+    root = "stablehlo.dot_general"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        mm = matmul_operands(op.result)
+        if mm is None:
+            return None
+        a1, w, _ = mm
+        for other in _later_sibling_dots(op, w, 1):
+            a2 = other.operands[0]
+            if a2 != a1 and shape_of(a2.type)[1] == shape_of(a1.type)[1]:
+                return Match(roots=[op.result, other.result], a1=a1, a2=a2, w=w, like=op)
+        return None
+
+    def rewrite(self, b, m):
+        m1 = shape_of(m.a1.type)[0]
+        m2 = shape_of(m.a2.type)[0]
+        y = b.matmul(b.concat([m.a1, m.a2], 0), m.w, like=m.like)
+        return [b.slice_dim(y, 0, 0, m1), b.slice_dim(y, 0, m1, m1 + m2)]
+
+
+@register
+class SplitDotOverConcat(Pattern):
+    """x·[W1 W2 ...] -> [x·W1  x·W2 ...] and [A1; A2]·W -> [A1·W; A2·W]: the inverse of a merge."""
+
+    root = "stablehlo.dot_general"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        mm = matmul_operands(op.result)
+        if mm is None:
+            return None
+        a, w, _ = mm
+        cat = producer(w, "stablehlo.concatenate")
+        if cat is not None and len(shape_of(w.type)) == 2 and _concat_dim(cat) == 1:
+            return Match(x=a, parts=list(cat.operands), side="rhs", like=op)
+        cat = producer(a, "stablehlo.concatenate")
+        if cat is not None and _concat_dim(cat) == 0:
+            return Match(x=w, parts=list(cat.operands), side="lhs", like=op)
+        return None
+
+    def rewrite(self, b, m):
+        if m.side == "rhs":
+            return b.concat([b.matmul(m.x, p, like=m.like) for p in m.parts], 1)
+        return b.concat([b.matmul(p, m.x, like=m.like) for p in m.parts], 0)
+
+
+def _concat_dim(op) -> int:
+    from jaxlib.mlir import ir
+
+    return ir.IntegerAttr(op.operation.attributes["dimension"]).value
+
+
+@register
+class SliceThroughDot(Pattern):
+    """(A·B)[rows, cols] -> A[rows, :]·B[:, cols]: compute only the part of the product that is read."""
+
+    root = "stablehlo.slice"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        mm = matmul_operands(op.operands[0])
+        if mm is None or len(shape_of(mm[1].type)) != 2:
+            return None
+        start, limit, strides = i64s(op, "start_indices"), i64s(op, "limit_indices"), i64s(op, "strides")
+        return Match(a=mm[0], w=mm[1], start=start, limit=limit, strides=strides, like=mm[2])
+
+    def rewrite(self, b, m):
+        k = shape_of(m.a.type)[1]
+        a = b.slice(m.a, [m.start[0], 0], [m.limit[0], k], [m.strides[0], 1])
+        w = b.slice(m.w, [0, m.start[1]], [k, m.limit[1]], [1, m.strides[1]])
+        return b.matmul(a, w, like=m.like)

@@ -1,0 +1,251 @@
+"""Compile, run and time StableHLO through the PJRT client of jax's default backend.
+
+Timing follows the HloEnv paper (Appendix D.3): T(G) is the minimum over >= 10 runs after 3
+warm-ups, and two programs are compared side by side in one process (A, B, A, B, ...). Each
+run records three timings: `full` (host wall clock around execute until the outputs are ready),
+`async` (until execute returns: the dispatch), and `compute` (device time, where the backend
+reports it; None on CPU).
+
+Running untrusted or rewritten programs in-process can abort the interpreter (XLA aborts on
+some inputs); `shlo_env.worker` runs these same functions in a child process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+import time
+from collections.abc import Sequence
+
+import jax
+import ml_dtypes
+import numpy as np
+import xxhash
+
+from shlo_env import _jax_compat
+from shlo_env.import_ import Program
+
+
+class CompileError(RuntimeError):
+    """XLA rejected the program."""
+
+
+@dataclasses.dataclass
+class Timing:
+    """Seconds; each field is the minimum over `runs` measured executions."""
+
+    full: float
+    async_: float
+    compute: float | None
+    runs: int
+    samples: list[float] = dataclasses.field(default_factory=list, repr=False)
+
+    def as_dict(self) -> dict:
+        return {"full": self.full, "async": self.async_, "compute": self.compute, "runs": self.runs}
+
+
+@dataclasses.dataclass
+class Executable:
+    loaded: object  # the PJRT LoadedExecutable
+    text_hash: str
+
+    def cost(self) -> dict:
+        return cost_analysis(self)
+
+
+def _text_of(program: Program | str) -> str:
+    return program if isinstance(program, str) else program.text()
+
+
+def devices():
+    return _jax_compat.backend().local_devices()[:1]
+
+
+def platform() -> str:
+    return _jax_compat.backend().platform
+
+
+@functools.lru_cache(maxsize=256)
+def _compile_cached(text: str, disabled_passes: tuple[str, ...]) -> Executable:
+    _jax_compat.init_lapack()
+    client = _jax_compat.backend()
+    opts = _jax_compat.compile_options(disabled_passes)
+    try:
+        loaded = client.compile_and_load(text, _jax_compat.device_list(devices()), opts)
+    except Exception as e:  # noqa: BLE001 - XlaRuntimeError and friends
+        raise CompileError(str(e).strip().splitlines()[0] if str(e).strip() else repr(e)) from e
+    return Executable(loaded, xxhash.xxh3_64_hexdigest(text.encode()))
+
+
+def compile(program: Program | str, disabled_passes: Sequence[str] = ()) -> Executable:  # noqa: A001
+    """Compile StableHLO (a Program or its text) for the default device; cached by text."""
+    return _compile_cached(_text_of(program), tuple(disabled_passes))
+
+
+def to_device(inputs: Sequence[np.ndarray]) -> list:
+    """Arrays on the default device with their exact dtypes (64-bit ones too)."""
+    dev = devices()[0]
+    with _jax_compat.enable_x64():
+        return [jax.device_put(np.asarray(x), dev) for x in inputs]
+
+
+def execute(exe: Executable, inputs: Sequence) -> list[np.ndarray]:
+    """Run once and return the outputs as numpy arrays."""
+    args = inputs if inputs and isinstance(inputs[0], jax.Array) else to_device(inputs)
+    outs = exe.loaded.execute(list(args))
+    return [np.asarray(o) for o in outs]
+
+
+def _run_once(exe: Executable, args: list) -> tuple[float, float]:
+    t0 = time.perf_counter()
+    outs = exe.loaded.execute(args)
+    t1 = time.perf_counter()
+    for o in outs:
+        o.block_until_ready()
+    t2 = time.perf_counter()
+    return t2 - t0, t1 - t0
+
+
+def measure(exe: Executable, inputs: Sequence, runs: int = 10, warmup: int = 3) -> Timing:
+    """T(G): minimum over `runs` executions after `warmup` ones."""
+    return compare([exe], inputs, runs=runs, warmup=warmup)[0]
+
+
+def compare(exes: Sequence[Executable], inputs: Sequence, runs: int = 10, warmup: int = 3,
+            min_seconds: float = 0.0) -> list[Timing]:
+    """Time several executables side by side, interleaved (A, B, A, B, ...), on the same inputs.
+
+    Runs at least `runs` rounds, and more (up to 10x) until `min_seconds` of measuring has passed.
+    """
+    args = list(inputs) if inputs and isinstance(inputs[0], jax.Array) else to_device(inputs)
+    for _ in range(warmup):
+        for e in exes:
+            _run_once(e, args)
+    full = [[] for _ in exes]
+    disp = [[] for _ in exes]
+    start = time.perf_counter()
+    rounds = 0
+    while rounds < runs or (time.perf_counter() - start < min_seconds and rounds < 10 * runs):
+        for i, e in enumerate(exes):
+            f, a = _run_once(e, args)
+            full[i].append(f)
+            disp[i].append(a)
+        rounds += 1
+    return [Timing(min(f), min(a), None, rounds, f) for f, a in zip(full, disp)]
+
+
+def cost_analysis(exe: Executable) -> dict:
+    """XLA's static cost estimate: {'flops': ..., 'bytes': ...} (a free, noise-less signal)."""
+    try:
+        raw = exe.loaded.cost_analysis()
+    except Exception:  # noqa: BLE001 - not every backend implements it
+        return {"flops": float("nan"), "bytes": float("nan")}
+    if isinstance(raw, list):
+        raw = raw[0] if raw else {}
+    return {"flops": float(raw.get("flops", float("nan"))),
+            "bytes": float(raw.get("bytes accessed", float("nan"))),
+            "transcendentals": float(raw.get("transcendentals", 0.0))}
+
+
+# --- inputs -----------------------------------------------------------------------------------
+
+def random_inputs(specs, seed: int) -> list[np.ndarray]:
+    """Inputs for verification: N(0,1) floats (as in the paper), small integers, random booleans."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for s in specs:
+        dtype = np.dtype(s.dtype)
+        shape = tuple(s.shape)
+        if dtype == np.bool_:
+            out.append(rng.random(shape) < 0.5)
+        elif np.issubdtype(dtype, np.integer):
+            info = np.iinfo(dtype)
+            lo, hi = max(info.min, -8), min(info.max, 8)
+            out.append(rng.integers(lo, hi + 1, size=shape).astype(dtype))
+        elif np.issubdtype(dtype, np.complexfloating):
+            out.append((rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype))
+        else:
+            out.append(rng.standard_normal(shape).astype(dtype))
+    return out
+
+
+_SPECIAL_FLOATS = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0, -1.0, 0.5, -2.0, 3.0e38, 1.0e-30, 7.0])
+
+
+def _special_pool(dtype) -> np.ndarray:
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return np.array(sorted({int(info.min), int(info.max), 0, 1, 2, -1 if info.min < 0 else 3}), dtype=dtype)
+    with np.errstate(over="ignore"):
+        return _SPECIAL_FLOATS.astype(dtype)
+
+
+def special_inputs(specs, seed: int) -> list[list[np.ndarray]]:
+    """Adversarial input sets for EXACT checks: every input filled with one special value
+    (NaN, +-Inf, -0, extremes...) per set, plus one set mixing them with ordinary values."""
+    rng = np.random.default_rng(seed)
+    specs = list(specs)
+    pools = [None if np.dtype(s.dtype) == np.bool_ else _special_pool(np.dtype(s.dtype)) for s in specs]
+    base = random_inputs(specs, seed)
+    sets = []
+    for i in range(max((len(p) for p in pools if p is not None), default=0)):
+        sets.append([b if p is None else np.full(tuple(s.shape), p[i % len(p)], dtype=s.dtype)
+                     for s, p, b in zip(specs, pools, base)])
+    mixed = []
+    for s, p, b in zip(specs, pools, base):
+        if p is None:
+            mixed.append(b)
+            continue
+        picks = p[rng.integers(0, len(p), size=tuple(s.shape))]
+        mixed.append(np.where(rng.random(tuple(s.shape)) < 0.5, picks, b).astype(s.dtype))
+    sets.append(mixed)
+    return sets
+
+
+def input_sets(program: Program, num_random: int = 3, seed: int = 0) -> list[list[np.ndarray]]:
+    """The program's example inputs (if any) followed by `num_random` seeded random sets."""
+    sets = []
+    if program.example_args is not None:
+        sets.append(list(program.example_args))
+    for i in range(num_random):
+        sets.append(random_inputs(program.in_specs, seed + i))
+    return sets
+
+
+# --- float64 reference ------------------------------------------------------------------------
+
+# A float type name standing alone (`tensor<f32>`, `: f32`) or after a shape (`4x8xf32`).
+_LOW_FLOATS = re.compile(r"(?<![\w])(bf16|f16|f32)(?!\w)|(?<=\dx)(bf16|f16|f32)(?!\w)")
+
+
+def promote_to_f64(text: str) -> str:
+    """The same program with every float type widened to f64: the reference for REASSOCIATE."""
+    return _LOW_FLOATS.sub("f64", text)
+
+
+def reference_outputs(program: Program, inputs: Sequence[np.ndarray]) -> list[np.ndarray] | None:
+    """Outputs of the f64-promoted program, or None if it does not compile (e.g. bitcasts)."""
+    try:
+        exe = compile(promote_to_f64(program.text()))
+    except CompileError:
+        return None
+    wide = [np.asarray(x, np.float64) if _is_low_float(x) else x for x in inputs]
+    try:
+        return execute(exe, wide)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _is_low_float(x) -> bool:
+    d = np.asarray(x).dtype
+    return d in (np.float16, np.float32, np.dtype(ml_dtypes.bfloat16))
+
+
+def optimized_hlo(exe: Executable) -> str:
+    """XLA's optimized HLO text of a compiled program (without metadata): tells whether two
+    programs compile to the same executable."""
+    modules = exe.loaded.hlo_modules()
+    text = "\n".join(m.to_string() for m in modules)
+    text = re.sub(r", metadata=\{[^}]*\}", "", text)
+    return re.sub(r"^HloModule [^\s,]+", "HloModule m", text, flags=re.M)
