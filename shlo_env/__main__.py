@@ -1,0 +1,5 @@
+import sys
+
+from shlo_env.cli import main
+
+sys.exit(main())

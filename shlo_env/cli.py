@@ -1,0 +1,36 @@
+"""`shlo-env` / `python -m shlo_env`: one subcommand per module.
+
+Each subcommand lives in its own module, which defines `add_arguments(parser)` and `run(args)`;
+this file only wires them up (modules are imported lazily, so `--help` stays fast).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = {
+    "bench": ("shlo_env.bench", "optimize a suite of programs and print the table against jax.jit"),
+    "show": ("shlo_env.show", "render a program and its alternatives as Graphviz DOT/SVG"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(prog="shlo-env", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_module=module_name)
+        if argv[:1] == [name]:  # only the chosen command's module is imported
+            importlib.import_module(module_name).add_arguments(p)
+    args = parser.parse_args(argv)
+    if not getattr(args, "_module", None):
+        parser.print_help()
+        return 2
+    return int(importlib.import_module(args._module).run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
