@@ -5,10 +5,12 @@ from shlo_env.driver import apply, augment, list_alternatives, prune, run_loop
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program, ProgramError, load, lower, save
 from shlo_env.numerics import Numerics
+from shlo_env.optimize import OptimizedFunction, Report, optimize
 from shlo_env.patterns.base import Match, Pattern
 
 __all__ = [
     "Program", "ProgramError", "lower", "load", "save", "augment", "apply", "prune", "run_loop",
-    "list_alternatives", "dag_hash", "patterns", "Pattern", "Match", "Numerics",
+    "list_alternatives", "dag_hash", "patterns", "Pattern", "Match", "Numerics", "optimize",
+    "OptimizedFunction", "Report",
 ]
 __version__ = "0.1.0"

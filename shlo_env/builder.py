@@ -208,3 +208,93 @@ class Builder:
     def reduce_sum(self, x, dims: Sequence[int]) -> ir.Value:
         init = self.constant(0, tensor_type([], elem_of(x)))
         return self.reduce(x, init, dims, "stablehlo.add")
+
+    # --- added for the pattern library (issue 6) -----------------------------------------
+
+    def unary(self, name: str, x) -> ir.Value:
+        """A unary elementwise op by name, e.g. `b.unary("stablehlo.abs", x)`."""
+        return self.elementwise(name, x)
+
+    def abs(self, x): return self.elementwise("stablehlo.abs", x)
+    def not_(self, x): return self.elementwise("stablehlo.not", x)
+
+    def pad(self, x, value, low: Sequence[int], high: Sequence[int], interior: Sequence[int]) -> ir.Value:
+        s = shape(x)
+        out = [lo + hi + n + max(n - 1, 0) * it for n, lo, hi, it in zip(s, low, high, interior)]
+        attrs = {"edge_padding_low": _i64s(low), "edge_padding_high": _i64s(high),
+                 "interior_padding": _i64s(interior)}
+        return self.op("stablehlo.pad", [x, value], [tensor_type(out, elem_of(x))], attrs).result
+
+    def optimization_barrier(self, xs: Sequence[ir.Value]) -> list[ir.Value]:
+        """`stablehlo.optimization_barrier` over `xs`: XLA may not move computation across it."""
+        xs = list(xs)
+        return list(self.op("stablehlo.optimization_barrier", xs, [x.type for x in xs]).results)
+
+    def like(self, op, operands: Sequence[ir.Value], result_shape: Sequence[int] | None = None) -> ir.Value:
+        """A copy of single-result, region-free `op` (name and attributes) on new operands,
+        with its element type and `result_shape` (default: unchanged)."""
+        op = op.operation if hasattr(op, "operation") else op
+        res = op.results[0]
+        t = res.type if result_shape is None else tensor_type(result_shape, elem_of(res))
+        attrs = {a.name: a.attr for a in op.attributes}
+        return self.op(op.name, list(operands), [t], attrs).result
+
+    def inline(self, block: ir.Block, args: Sequence[ir.Value], mapping: dict | None = None,
+               overrides: dict | None = None) -> list[ir.Value]:
+        """Copy `block`'s ops here with its arguments bound to `args`; return what its
+        terminator yields.
+
+        `mapping` binds values defined outside `block` (what its ops capture); `overrides`
+        replaces chosen results of `block`'s ops (those ops are not copied). Calls to functions
+        of the module (`func.call`) are inlined, so loop bodies lowered by JAX come out flat.
+        """
+        env = dict(mapping or {})
+        env.update(zip(block.arguments, args))
+        ops = [o.operation for o in block.operations]
+        for op in ops[:-1]:
+            if overrides and any(r in overrides for r in op.results):
+                for r in op.results:
+                    env[r] = overrides.get(r, r)
+                continue
+            if op.name == "func.call":
+                from shlo_env.patterns.base import callee
+
+                f = callee(op)
+                if f is not None and len(f.regions[0].blocks) == 1:
+                    outs = self.inline(f.regions[0].blocks[0], [env.get(v, v) for v in op.operands],
+                                       overrides=overrides)
+                    env.update(zip(op.results, outs))
+                    continue
+            new = op.clone(ip=self.ip)
+            for i, v in enumerate(op.operands):
+                if v in env:
+                    new.operands[i] = env[v]
+            _remap_nested(new, env)
+            env.update(zip(op.results, new.results))
+        return [env.get(v, v) for v in ops[-1].operands]
+
+    def while_(self, inits: Sequence[ir.Value], cond, body) -> list[ir.Value]:
+        """A `stablehlo.while`; `cond(b, args) -> pred` and `body(b, args) -> values` build its
+        regions with a builder placed in each."""
+        inits = list(inits)
+        types = [v.type for v in inits]
+        op = self.op("stablehlo.while", inits, types, regions=2)
+        for region, fn in zip(op.regions, (cond, body)):
+            blk = region.blocks.append(*types)
+            inner = Builder.at_end(blk, self.loc)
+            out = fn(inner, list(blk.arguments))
+            out = [out] if isinstance(out, ir.Value) else list(out)
+            inner.op("stablehlo.return", out, [])
+        return list(op.results)
+
+
+def _remap_nested(op: ir.Operation, env: dict) -> None:
+    """Rebind operands of ops nested in `op` that read values remapped in `env` (captures)."""
+    for region in op.regions:
+        for blk in region.blocks:
+            for inner in blk.operations:
+                inner = inner.operation
+                for i, v in enumerate(inner.operands):
+                    if v in env:
+                        inner.operands[i] = env[v]
+                _remap_nested(inner, env)

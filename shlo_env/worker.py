@@ -26,7 +26,8 @@ class CandidateError(RuntimeError):
         self.message = message
 
 
-def _serve(conn) -> None:  # runs in the child
+def serve(conn) -> None:
+    """The child's loop: answer requests until told to exit or the pipe closes."""
     from shlo_env import runtime
 
     inputs: dict[str, list] = {}
@@ -94,7 +95,7 @@ class Worker:
         parent, child = socket.socketpair()
         env = dict(os.environ)
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-        proc = subprocess.Popen([sys.executable, "-m", "shlo_env.worker", str(child.fileno())],
+        proc = subprocess.Popen([sys.executable, "-m", "shlo_env._worker_main", str(child.fileno())],
                                 pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL)
         child.close()
         self._proc, self._conn, self._sent = proc, Connection(parent.detach()), set()
@@ -199,6 +200,3 @@ class Worker:
 def default_timeout() -> float:
     return float(os.environ.get("SHLO_ENV_TIMEOUT_S", "300"))
 
-
-if __name__ == "__main__":
-    _serve(Connection(int(sys.argv[1])))

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import math
 
-from shlo_env.patterns.base import Match, Numerics, Pattern, commuted, is_float, producer, register, splat_value
+import numpy as np
+from jaxlib.mlir import ir
+
+from shlo_env.patterns.base import (
+    COMMUTATIVE, Match, Numerics, Pattern, commuted, dtype_of, is_float, is_integer, producer, register,
+    splat_value,
+)
 
 
 def _is_neg_zero(v) -> bool:
@@ -93,3 +99,270 @@ class NegNeg(Pattern):
 
     def rewrite(self, b, m):
         return m.x
+
+
+@register
+class MulZeroInt(Pattern):
+    """x * 0 -> 0 (integers only: on floats NaN * 0 and Inf * 0 are NaN, and -1 * 0 is -0)."""
+
+    root = "stablehlo.multiply"
+
+    def match(self, op):
+        if not is_integer(op.result.type):
+            return None
+        for _, zero in commuted(op):
+            if splat_value(zero) == 0:
+                return Match(like=op.result.type)
+
+    def rewrite(self, b, m):
+        return b.zeros(m.like)
+
+
+@register
+class SubSelfInt(Pattern):
+    """x - x -> 0 (integers only: on floats Inf - Inf and NaN - NaN are NaN)."""
+
+    root = "stablehlo.subtract"
+
+    def match(self, op):
+        x, y = op.operands
+        if x == y and is_integer(x.type):
+            return Match(like=op.result.type)
+
+    def rewrite(self, b, m):
+        return b.zeros(m.like)
+
+
+@register
+class ConstantToRhs(Pattern):
+    """c ⊕ x -> x ⊕ c for commutative ⊕ (add, multiply, max, min, and, or, xor): canonical order."""
+
+    root = tuple(sorted(COMMUTATIVE))
+
+    def match(self, op):
+        c, x = op.operands
+        if splat_value(c) is not None and splat_value(x) is None:
+            return Match(x=x, c=c, op=op)
+
+    def rewrite(self, b, m):
+        return b.like(m.op, [m.x, m.c])
+
+
+@register
+class MaxNegInf(Pattern):
+    """max(x, -inf) -> x (exact: max propagates NaN, and max(-0, -inf) is -0)."""
+
+    root = "stablehlo.maximum"
+
+    def match(self, op):
+        for x, c in commuted(op):
+            if splat_value(c) == -math.inf:
+                return Match(x=x)
+
+    def rewrite(self, b, m):
+        return m.x
+
+
+@register
+class MinPosInf(Pattern):
+    """min(x, +inf) -> x (exact: min propagates NaN, and min(+0, +inf) is +0)."""
+
+    root = "stablehlo.minimum"
+
+    def match(self, op):
+        for x, c in commuted(op):
+            if splat_value(c) == math.inf:
+                return Match(x=x)
+
+    def rewrite(self, b, m):
+        return m.x
+
+
+@register
+class MulNegOneToNeg(Pattern):
+    """x * -1 -> -x (exact: the product flips only the sign, zeros and infinities included)."""
+
+    root = "stablehlo.multiply"
+
+    def match(self, op):
+        for x, c in commuted(op):
+            if splat_value(c) == -1 and is_float(x.type):
+                return Match(x=x)
+
+    def rewrite(self, b, m):
+        return b.neg(m.x)
+
+
+@register
+class AddSelfToMulTwo(Pattern):
+    """x + x -> x * 2 (exact: doubling is one rounding either way, overflow to Inf included)."""
+
+    root = "stablehlo.add"
+
+    def match(self, op):
+        x, y = op.operands
+        if x == y and is_float(x.type):
+            return Match(x=x)
+
+    def rewrite(self, b, m):
+        return b.mul(m.x, b.constant(2, m.x.type))
+
+
+@register
+class MulTwoToAddSelf(Pattern):
+    """x * 2 -> x + x (exact; an add is cheaper than a multiply on some targets)."""
+
+    root = "stablehlo.multiply"
+
+    def match(self, op):
+        for x, c in commuted(op):
+            if splat_value(c) == 2 and is_float(x.type):
+                return Match(x=x)
+
+    def rewrite(self, b, m):
+        return b.add(m.x, m.x)
+
+
+def _power_of_two_reciprocal(v, value: ir.Value):
+    """1/v when v = ±2^k and 1/v is a normal number of value's float type, else None."""
+    if v is None or isinstance(v, bool) or not is_float(value.type) or v == 0 or not math.isfinite(v):
+        return None
+    mant, _ = math.frexp(abs(v))
+    if mant != 0.5:
+        return None
+    r = 1.0 / v
+    info = np.finfo(dtype_of(value.type)) if dtype_of(value.type).kind == "f" else None
+    if info is None:
+        import ml_dtypes
+        info = ml_dtypes.finfo(dtype_of(value.type))
+    if not (float(info.tiny) <= abs(r) <= float(info.max)) or not (float(info.tiny) <= abs(v) <= float(info.max)):
+        return None
+    return r
+
+
+@register
+class DivByPowerOfTwo(Pattern):
+    """x / 2^k -> x * 2^-k (exact: both are one rounding of the same real number)."""
+
+    root = "stablehlo.divide"
+
+    def match(self, op):
+        x, c = op.operands
+        r = _power_of_two_reciprocal(splat_value(c), x)
+        if r is not None:
+            return Match(x=x, r=r)
+
+    def rewrite(self, b, m):
+        return b.mul(m.x, b.constant(m.r, m.x.type))
+
+
+@register
+class DivToMulReciprocal(Pattern):
+    """x / c -> x * (1/c) for a constant c (APPROX: 1/c is rounded once more; opt-in)."""
+
+    root = "stablehlo.divide"
+    numerics = Numerics.APPROX
+
+    def match(self, op):
+        x, c = op.operands
+        v = splat_value(c)
+        if v is None or isinstance(v, bool) or not is_float(x.type) or v == 0 or not math.isfinite(v):
+            return None
+        if _power_of_two_reciprocal(v, x) is not None:
+            return None  # exact: DivByPowerOfTwo offers it
+        return Match(x=x, r=1.0 / v)
+
+    def rewrite(self, b, m):
+        return b.mul(m.x, b.constant(m.r, m.x.type))
+
+
+@register
+class AbsOfAbs(Pattern):
+    """|(|x|)| -> |x|."""
+
+    root = "stablehlo.abs"
+
+    def match(self, op):
+        inner = producer(op.operands[0], "stablehlo.abs")
+        if inner is not None:
+            return Match(x=op.operands[0])
+
+    def rewrite(self, b, m):
+        return m.x
+
+
+@register
+class AbsOfNeg(Pattern):
+    """|-x| -> |x| (floats; on integers -MIN wraps, but |-x| == |x| holds there too)."""
+
+    root = "stablehlo.abs"
+
+    def match(self, op):
+        inner = producer(op.operands[0], "stablehlo.negate")
+        if inner is not None:
+            return Match(x=inner.operands[0])
+
+    def rewrite(self, b, m):
+        return b.abs(m.x)
+
+
+@register
+class NotNot(Pattern):
+    """not(not(x)) -> x (booleans and integers: bitwise not is an involution)."""
+
+    root = "stablehlo.not"
+
+    def match(self, op):
+        inner = producer(op.operands[0], "stablehlo.not")
+        if inner is not None:
+            return Match(x=inner.operands[0])
+
+    def rewrite(self, b, m):
+        return m.x
+
+
+@register
+class SubNegToAdd(Pattern):
+    """a - (-b) -> a + b (exact: IEEE subtraction is addition of the negation)."""
+
+    root = "stablehlo.subtract"
+
+    def match(self, op):
+        a, nb = op.operands
+        neg = producer(nb, "stablehlo.negate")
+        if neg is not None:
+            return Match(a=a, b=neg.operands[0])
+
+    def rewrite(self, b, m):
+        return b.add(m.a, m.b)
+
+
+@register
+class AddNegToSub(Pattern):
+    """a + (-b) -> a - b (exact)."""
+
+    root = "stablehlo.add"
+
+    def match(self, op):
+        for a, nb in commuted(op):
+            neg = producer(nb, "stablehlo.negate")
+            if neg is not None:
+                return Match(a=a, b=neg.operands[0])
+
+    def rewrite(self, b, m):
+        return b.sub(m.a, m.b)
+
+
+@register
+class MulNegNeg(Pattern):
+    """(-a) * (-b) -> a * b (exact: the signs cancel; only NaN's sign may differ)."""
+
+    root = "stablehlo.multiply"
+
+    def match(self, op):
+        na, nb = (producer(v, "stablehlo.negate") for v in op.operands)
+        if na is not None and nb is not None:
+            return Match(a=na.operands[0], b=nb.operands[0])
+
+    def rewrite(self, b, m):
+        return b.mul(m.a, m.b)

@@ -311,3 +311,349 @@ def result_elem(value: ir.Value) -> ir.Type:
 
 def positions(seq: Sequence[int]) -> dict[int, int]:
     return {v: i for i, v in enumerate(seq)}
+
+
+# --- op families ------------------------------------------------------------------------------
+
+UNARY_ELEMENTWISE = frozenset("stablehlo." + n for n in """
+    abs negate exponential exponential_minus_one log log_plus_one logistic tanh sine cosine tan
+    sqrt rsqrt cbrt floor ceil round_nearest_afz round_nearest_even sign not is_finite convert
+    popcnt count_leading_zeros
+""".split())
+BINARY_ELEMENTWISE = frozenset("stablehlo." + n for n in """
+    add subtract multiply divide maximum minimum power remainder atan2 and or xor
+    shift_left shift_right_arithmetic shift_right_logical compare
+""".split())
+ELEMENTWISE = UNARY_ELEMENTWISE | BINARY_ELEMENTWISE | {"stablehlo.select", "stablehlo.clamp"}
+COMMUTATIVE = frozenset("stablehlo." + n for n in "add multiply maximum minimum and or xor".split())
+#: Ops that only move or copy data (no arithmetic): a convert commutes with each of them.
+DATA_MOVEMENT = frozenset("stablehlo." + n for n in "transpose reshape broadcast_in_dim slice reverse".split())
+
+
+def name_of(op) -> str:
+    return op.operation.name
+
+
+def is_elementwise(op) -> bool:
+    """An op computing each output element from the same-index elements of its operands."""
+    op = op.operation if hasattr(op, "operation") else op
+    return op.name in ELEMENTWISE and len(op.results) == 1 and not len(op.regions)
+
+
+def attr_int(op, name: str) -> int:
+    return ir.IntegerAttr(op.operation.attributes[name]).value
+
+
+def concat_dim(op) -> int:
+    return attr_int(op, "dimension")
+
+
+def slice_params(op) -> tuple[list[int], list[int], list[int]]:
+    """(start, limit, strides) of a `stablehlo.slice`."""
+    return i64s(op, "start_indices"), i64s(op, "limit_indices"), i64s(op, "strides")
+
+
+def permutation(op) -> list[int]:
+    return i64s(op, "permutation")
+
+
+def broadcast_dims(op) -> list[int]:
+    return i64s(op, "broadcast_dimensions")
+
+
+def comparison(op) -> str:
+    """'EQ', 'LT', ... of a `stablehlo.compare`."""
+    from jaxlib.mlir.dialects import stablehlo
+
+    return stablehlo.ComparisonDirectionAttr(op.operation.attributes["comparison_direction"]).value
+
+
+def element_type_of(value: ir.Value) -> ir.Type:
+    return ir.RankedTensorType(value.type).element_type
+
+
+def is_identity_perm(perm: Sequence[int]) -> bool:
+    return list(perm) == list(range(len(perm)))
+
+
+class Scalar(Match):
+    """An operand that is one scalar everywhere: re-creatable at any shape.
+
+    Either `value` (a rank-0 tensor broadcast with no dims) or `splat` (a constant's fill value).
+    A dict (like Match), so the driver remaps its `value` into the rewrite's region.
+    """
+
+    @classmethod
+    def of(cls, value: ir.Value | None, splat, elem: ir.Type) -> "Scalar":
+        return cls(value=value, splat=splat, elem=elem)
+
+    def at(self, b, shape: Sequence[int]) -> ir.Value:
+        """The scalar as a tensor of `shape` built with the builder `b`."""
+        from shlo_env.tensor_types import tensor_type
+
+        if self["value"] is not None:
+            return b.broadcast_in_dim(self["value"], shape, [])
+        return b.constant(self["splat"], tensor_type(shape, self["elem"]))
+
+
+def scalar_operand(value: ir.Value) -> Scalar | None:
+    """A `Scalar` when `value` is a splat constant or a broadcast of a rank-0 tensor.
+
+    Only splat constants whose value survives a Python round trip are accepted (NaN payloads,
+    for instance, do not).
+    """
+    op = producer(value, "stablehlo.broadcast_in_dim")
+    if op is not None and static_shape(op.operands[0]) == ():
+        return Scalar.of(op.operands[0], None, element_type_of(value))
+    if producer(value, "stablehlo.constant") is not None:
+        v = splat_value(value)
+        if v is not None and not (isinstance(v, float) and math.isnan(v)):
+            return Scalar.of(None, v, element_type_of(value))
+    return None
+
+
+def operands_through(op, through: str):
+    """For an elementwise `op`, split its operands into those produced by a `through` op and
+    scalars. Returns (kinds, producers) with kinds[i] = 'x' (a `through` producer, its op in
+    producers[i]) or a `Scalar`; None when an operand is neither or no operand is a `through`."""
+    kinds, prods = [], []
+    for v in op.operands:
+        p = producer(v, through)
+        if p is not None:
+            kinds.append("x")
+            prods.append(p)
+            continue
+        s = scalar_operand(v)
+        if s is None:
+            return None
+        kinds.append(s)
+        prods.append(None)
+    if "x" not in kinds:
+        return None
+    return kinds, prods
+
+
+def rebuild_elementwise(b, op, operands: Sequence[ir.Value], shape: Sequence[int]) -> ir.Value:
+    """`op` (elementwise) again on new operands with result shape `shape`."""
+    from shlo_env.tensor_types import tensor_type
+
+    attrs = {a.name: a.attr for a in op.operation.attributes}
+    t = tensor_type(shape, element_type_of(op.result))
+    return b.op(op.operation.name, list(operands), [t], attrs).result
+
+
+def same_block_later(first, second) -> bool:
+    a, c = first.operation, second.operation
+    return a.block == c.block and a.is_before_in_block(c)
+
+
+def depends_on(value: ir.Value, op, limit: int = 256) -> bool:
+    """Whether `value` is computed (transitively, within one block) from a result of `op`.
+
+    Conservative: gives True when the search passes `limit` ops.
+    """
+    target = op.operation
+    seen = set()
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if not isinstance(v, ir.OpResult):
+            continue
+        owner = v.owner.operation
+        if owner == target:
+            return True
+        if owner in seen or owner.block != target.block or owner.is_before_in_block(target):
+            continue
+        seen.add(owner)
+        if len(seen) > limit:
+            return True
+        stack.extend(owner.operands)
+        for r in owner.regions:
+            for blk in r.blocks:
+                for inner in blk.operations:
+                    stack.extend(inner.operation.operands)
+    return False
+
+
+# --- regions, calls and loops -----------------------------------------------------------------
+
+def _walk(op: ir.Operation):
+    for region in op.regions:
+        for blk in region.blocks:
+            for inner in blk.operations:
+                inner = inner.operation
+                yield inner
+                yield from _walk(inner)
+
+
+def nested_ops(op) -> list[ir.Operation]:
+    """Every op inside `op`'s regions (any depth)."""
+    return list(_walk(op.operation if hasattr(op, "operation") else op))
+
+
+def captured_values(op) -> list[ir.Value]:
+    """Values used inside `op`'s regions but defined outside `op`, in first-use order.
+
+    These are what a rewrite that rebuilds `op` must receive through its Match.
+    """
+    op = op.operation if hasattr(op, "operation") else op
+    inside: set = set()
+    for region in op.regions:
+        for blk in region.blocks:
+            inside.update(blk.arguments)
+    for inner in _walk(op):
+        inside.update(inner.results)
+        for region in inner.regions:
+            for blk in region.blocks:
+                inside.update(blk.arguments)
+    out, seen = [], set()
+    for inner in _walk(op):
+        for v in inner.operands:
+            if v not in inside and v not in seen:
+                seen.add(v)
+                out.append(v)
+    return out
+
+
+def callee(call) -> ir.Operation | None:
+    """The `func.func` a `func.call` calls, looked up in the enclosing module."""
+    call = call.operation if hasattr(call, "operation") else call
+    name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+    op = call
+    while op is not None and op.name != "builtin.module":
+        parent = op.parent
+        op = parent.operation if parent is not None else None
+    if op is None:
+        return None
+    for f in op.regions[0].blocks[0].operations:
+        f = f.operation
+        if f.name == "func.func" and ir.StringAttr(f.attributes["sym_name"]).value == name:
+            return f
+    return None
+
+
+def terminator(block: ir.Block) -> ir.Operation:
+    ops = list(block.operations)
+    return ops[-1].operation
+
+
+def leaf_uses(value: ir.Value) -> list[tuple[ir.Operation, int]] | None:
+    """Uses of `value`, following `func.call` operands into the callee's argument (JAX lowers
+    loop bodies as calls). Returns (op, operand index) pairs, or None when a callee is unknown
+    or is called more than once (then one argument stands for several values)."""
+    out = []
+    for use in value.uses:
+        owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        if owner.name == "func.call":
+            f = callee(owner)
+            if f is None or _call_count(f) != 1:
+                return None
+            inner = leaf_uses(f.regions[0].blocks[0].arguments[use.operand_number])
+            if inner is None:
+                return None
+            out.extend(inner)
+        else:
+            out.append((owner, use.operand_number))
+    return out
+
+
+def _call_count(func: ir.Operation) -> int:
+    name = ir.StringAttr(func.attributes["sym_name"]).value
+    module = func.parent
+    count = 0
+    for f in module.regions[0].blocks[0].operations:
+        for inner in _walk(f.operation):
+            if inner.name == "func.call" and ir.FlatSymbolRefAttr(inner.attributes["callee"]).value == name:
+                count += 1
+    return count
+
+
+def definition(value: ir.Value) -> ir.Value:
+    """`value`, or what a `func.call` result returns inside the callee (followed repeatedly)."""
+    while isinstance(value, ir.OpResult) and value.owner.operation.name == "func.call":
+        f = callee(value.owner)
+        if f is None or _call_count(f) != 1:
+            return value
+        ret = terminator(f.regions[0].blocks[0])
+        value = ret.operands[value.result_number]
+    return value
+
+
+def argument_of(value: ir.Value):
+    """(block, index) when `value` is a block argument (following callee args back to the call's
+    operand is the caller's business), else None."""
+    if isinstance(value, ir.BlockArgument):
+        return value.owner, value.arg_number
+    return None
+
+
+class LoopInfo:
+    """A `stablehlo.while` counting `i` from `start` to `limit` by `step`: `trips` iterations."""
+
+    __slots__ = ("counter", "start", "limit", "step", "trips")
+
+    def __init__(self, counter, start, limit, step, trips):
+        self.counter, self.start, self.limit, self.step, self.trips = counter, start, limit, step, trips
+
+
+def _int_constant(value: ir.Value):
+    v = splat_value(value)
+    if isinstance(v, bool) or not isinstance(v, int):
+        return None
+    return v
+
+
+def static_trip_count(op) -> LoopInfo | None:
+    """The trip count of a while loop `for i in range(start, limit, step)`, if it is static.
+
+    The condition must be `i < limit` (signed compare, `limit` a constant captured or in the
+    condition), `i` starts from a constant and the body only adds a positive constant step.
+    """
+    op = op.operation if hasattr(op, "operation") else op
+    if op.name != "stablehlo.while":
+        return None
+    cond, body = op.regions[0].blocks[0], op.regions[1].blocks[0]
+    cond_ops = [o.operation for o in cond.operations]
+    if len(cond_ops) < 2 or cond_ops[-1].name != "stablehlo.return":
+        return None
+    pred = cond_ops[-1].operands[0]
+    cmp = producer(pred, "stablehlo.compare")
+    if cmp is None or comparison(cmp) != "LT":
+        return None
+    if any(o.name not in ("stablehlo.compare", "stablehlo.constant", "stablehlo.return") for o in cond_ops):
+        return None
+    i, lim = cmp.operands
+    if not isinstance(i, ir.BlockArgument) or i.owner != cond or static_shape(i) != ():
+        return None
+    if not is_integer(i.type):
+        return None
+    limit = _int_constant(lim)
+    start = _int_constant(op.operands[i.arg_number])
+    if limit is None or start is None:
+        return None
+    ret = terminator(body)
+    nxt = producer(ret.operands[i.arg_number], "stablehlo.add")
+    if nxt is None:
+        return None
+    barg = body.arguments[i.arg_number]
+    step = None
+    for x, c in commuted(nxt):
+        if x == barg:
+            step = _int_constant(c)
+    if step is None or step <= 0:
+        return None
+    trips = max(0, -(-(limit - start) // step))
+    return LoopInfo(i.arg_number, start, limit, step, trips)
+
+
+def body_size(op) -> int:
+    """Ops in a loop body, counting the ops of called functions."""
+    op = op.operation if hasattr(op, "operation") else op
+    n = 0
+    for inner in _walk(op):
+        n += 1
+        if inner.name == "func.call":
+            f = callee(inner)
+            if f is not None:
+                n += body_size(f)
+    return n

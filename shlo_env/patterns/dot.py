@@ -6,9 +6,13 @@ with b's first, one dtype). `matmul_operands(v)` recognizes them.
 
 from __future__ import annotations
 
+import math
+
+from jaxlib.mlir import ir
+
 from shlo_env.patterns.base import (
-    Match, Numerics, Pattern, matmul_flops, matmul_operands, producer, register, shape_of,
-    single_use, splat_value, users, i64s,
+    DotDims, Match, Numerics, Pattern, concat_dim, dot_dims, i64s, matmul_flops, matmul_operands,
+    permutation, producer, register, result_elem, scalar_operand, shape_of, single_use, splat_value, users,
 )
 
 
@@ -348,3 +352,209 @@ class SliceThroughDot(Pattern):
         a = b.slice(m.a, [m.start[0], 0], [m.limit[0], k], [m.strides[0], 1])
         w = b.slice(m.w, [0, m.start[1]], [k, m.limit[1]], [1, m.strides[1]])
         return b.matmul(a, w, like=m.like)
+
+
+# --- general dot_general rewrites (batch dims allowed) --------------------------------------
+
+def _redot(b, like, lhs, rhs, d: DotDims):
+    """dot_general(lhs, rhs) with dimension numbers `d` and `like`'s precision and result type."""
+    return b.dot(lhs, rhs, (d.lhs_contract, d.rhs_contract), (d.lhs_batch, d.rhs_batch), like=like)
+
+
+def _free(rank: int, *used) -> list[int]:
+    taken = {x for u in used for x in u}
+    return [i for i in range(rank) if i not in taken]
+
+
+def _fold_transpose(op, side: int):
+    """Match dot_general(transpose(a), b) (side 0) or dot_general(a, transpose(b)) (side 1)."""
+    t = producer(op.operands[side], "stablehlo.transpose")
+    if t is None or "algorithm" in op.operation.attributes:
+        return None
+    p = permutation(t)
+    d = dot_dims(op)
+    batch, contract = (d.lhs_batch, d.lhs_contract) if side == 0 else (d.rhs_batch, d.rhs_contract)
+    rank = len(p)
+    old_free = [p[i] for i in _free(rank, batch, contract)]  # source dims, in result order
+    new_batch, new_contract = [p[i] for i in batch], [p[i] for i in contract]
+    new_free = _free(rank, new_batch, new_contract)
+    if side == 0:
+        nd = DotDims(new_batch, d.rhs_batch, new_contract, d.rhs_contract)
+    else:
+        nd = DotDims(d.lhs_batch, new_batch, d.lhs_contract, new_contract)
+    nb = len(d.lhs_batch)
+    nl = len(_free(len(shape_of(op.operands[0].type)), d.lhs_batch, d.lhs_contract))
+    nr = len(_free(len(shape_of(op.operands[1].type)), d.rhs_batch, d.rhs_contract))
+    offset = nb if side == 0 else nb + nl
+    out_perm = list(range(nb + nl + nr))
+    for j, src in enumerate(old_free):
+        out_perm[offset + j] = offset + new_free.index(src)
+    operands = list(op.operands)
+    operands[side] = t.operands[0]
+    return Match(lhs=operands[0], rhs=operands[1], dims=nd, out_perm=out_perm, like=op)
+
+
+@register
+class FoldTransposeIntoDotLhs(Pattern):
+    """dot_general(transpose(A), B) -> dot_general(A, B) with the permutation folded into the
+    dimension numbers (REASSOCIATE: the backend may pick another kernel and summation order)."""
+
+    root = "stablehlo.dot_general"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        return _fold_transpose(op, 0)
+
+    def rewrite(self, b, m):
+        return b.transpose(_redot(b, m.like, m.lhs, m.rhs, m.dims), m.out_perm)
+
+
+@register
+class FoldTransposeIntoDotRhs(Pattern):
+    """dot_general(A, transpose(B)) -> dot_general(A, B) with the permutation folded into the
+    dimension numbers (REASSOCIATE, as for the lhs)."""
+
+    root = "stablehlo.dot_general"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        return _fold_transpose(op, 1)
+
+    def rewrite(self, b, m):
+        return b.transpose(_redot(b, m.like, m.lhs, m.rhs, m.dims), m.out_perm)
+
+
+@register
+class TransposeOfDot(Pattern):
+    """transpose(A·B) -> B·A as one dot_general with the operands swapped ((AB)ᵀ = BᵀAᵀ;
+    batch dims stay in front)."""
+
+    root = "stablehlo.transpose"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        dot = producer(op.operands[0], "stablehlo.dot_general")
+        if dot is None or not single_use(op.operands[0]) or "algorithm" in dot.operation.attributes:
+            return None
+        d = dot_dims(dot)
+        nb = len(d.lhs_batch)
+        nl = len(_free(len(shape_of(dot.operands[0].type)), d.lhs_batch, d.lhs_contract))
+        nr = len(_free(len(shape_of(dot.operands[1].type)), d.rhs_batch, d.rhs_contract))
+        swap = list(range(nb)) + list(range(nb + nl, nb + nl + nr)) + list(range(nb, nb + nl))
+        if permutation(op) != swap or nl == 0 or nr == 0:
+            return None
+        return Match(lhs=dot.operands[1], rhs=dot.operands[0],
+                     dims=DotDims(d.rhs_batch, d.lhs_batch, d.rhs_contract, d.lhs_contract), like=dot)
+
+    def rewrite(self, b, m):
+        out = _redot(b, m.like, m.lhs, m.rhs, m.dims)
+        attrs = out.owner.attributes
+        if "precision_config" in attrs:
+            pc = ir.ArrayAttr(attrs["precision_config"])
+            attrs["precision_config"] = ir.ArrayAttr.get([pc[1], pc[0]])
+        return out
+
+
+@register
+class DotOverContractingConcat(Pattern):
+    """dot(concat(A1, A2), B) over the concatenated contracting dim -> A1·B[:k1] + A2·B[k1:]
+    (and the mirror image for a concatenated rhs): the sum of the partial products."""
+
+    root = "stablehlo.dot_general"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        d = dot_dims(op)
+        for side in (0, 1):
+            cat = producer(op.operands[side], "stablehlo.concatenate")
+            if cat is None:
+                continue
+            contract = d.lhs_contract if side == 0 else d.rhs_contract
+            other_contract = d.rhs_contract if side == 0 else d.lhs_contract
+            dim = concat_dim(cat)
+            if dim not in contract:
+                continue
+            sizes = [shape_of(v.type)[dim] for v in cat.operands]
+            return Match(parts=list(cat.operands), other=op.operands[1 - side], side=side, sizes=sizes,
+                         other_dim=other_contract[contract.index(dim)], dims=d, like=op)
+        return None
+
+    def rewrite(self, b, m):
+        total, off = None, 0
+        for part, size in zip(m.parts, m.sizes):
+            piece = b.slice_dim(m.other, m.other_dim, off, off + size)
+            off += size
+            lhs, rhs = (part, piece) if m.side == 0 else (piece, part)
+            y = _redot(b, m.like, lhs, rhs, m.dims)
+            total = y if total is None else b.add(total, y)
+        return total
+
+
+def _scaled(value):
+    """(x, Scalar, op name) when value = x * s, s * x or x / s for a scalar s."""
+    op = producer(value, "stablehlo.multiply", "stablehlo.divide")
+    if op is None:
+        return None
+    pairs = commuted(op) if op.operation.name == "stablehlo.multiply" else [tuple(op.operands)]
+    for x, s in pairs:
+        sc = scalar_operand(s)
+        if sc is not None and scalar_operand(x) is None:
+            return x, sc, op.operation.name
+    return None
+
+
+@register
+class ScalarOutOfDot(Pattern):
+    """(s·A)·B -> s·(A·B) (also A·(s·B) and A/s): scale whichever side is smaller."""
+
+    root = "stablehlo.dot_general"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        if result_elem(op.result) != result_elem(op.operands[0]):
+            return None
+        for side in (0, 1):
+            sc = _scaled(op.operands[side])
+            if sc is None:
+                continue
+            x, s, how = sc
+            operands = list(op.operands)
+            operands[side] = x
+            return Match(lhs=operands[0], rhs=operands[1], s=s, how=how, dims=dot_dims(op), like=op,
+                         shape=shape_of(op.result.type))
+        return None
+
+    def rewrite(self, b, m):
+        y = _redot(b, m.like, m.lhs, m.rhs, m.dims)
+        s = m.s.at(b, m.shape)
+        return b.mul(y, s) if m.how == "stablehlo.multiply" else b.div(y, s)
+
+
+@register
+class ScalarIntoDot(Pattern):
+    """s·(A·B) -> (s·A)·B or A·(s·B), whichever operand is smaller (also (A·B)/s)."""
+
+    root = ("stablehlo.multiply", "stablehlo.divide")
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        sc = _scaled(op.result)
+        if sc is None:
+            return None
+        y, s, how = sc
+        dot = producer(y, "stablehlo.dot_general")
+        if dot is None or not single_use(y) or result_elem(y) != result_elem(dot.operands[0]):
+            return None
+        sizes = [math.prod(shape_of(v.type)) for v in dot.operands]
+        side = 0 if sizes[0] <= sizes[1] else 1
+        if sizes[side] >= math.prod(shape_of(y.type)):
+            return None  # scaling an operand is no cheaper than scaling the product
+        return Match(lhs=dot.operands[0], rhs=dot.operands[1], s=s, how=how, side=side, dims=dot_dims(dot),
+                     like=dot)
+
+    def rewrite(self, b, m):
+        operands = [m.lhs, m.rhs]
+        x = operands[m.side]
+        s = m.s.at(b, shape_of(x.type))
+        operands[m.side] = b.mul(x, s) if m.how == "stablehlo.multiply" else b.div(x, s)
+        return _redot(b, m.like, operands[0], operands[1], m.dims)

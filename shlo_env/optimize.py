@@ -1,0 +1,234 @@
+"""`optimize(fn, *args)`: a drop-in for `jax.jit(fn)` that is never wrong and never slower.
+
+lower -> search (strategies in `shlo_env.search`, every candidate verified then timed in a
+worker process) -> confirm the winner with a second measurement -> build a callable and check
+it once more in this process against `jax.jit(fn)`, on outputs and on time. If anything is not
+better beyond the measured noise, the callable is `jax.jit(fn)` itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+
+import jax
+import numpy as np
+
+from shlo_env import _jax_compat, runtime
+from shlo_env.import_ import Program, lower
+from shlo_env.numerics import Numerics, compare_outputs
+from shlo_env.patterns.base import resolve
+from shlo_env.search import Evaluator, get_strategy
+from shlo_env.search.base import Progress, SearchContext, decision_space
+from shlo_env.worker import CandidateError, Worker, default_timeout
+
+
+@dataclasses.dataclass
+class Report:
+    """What `optimize` did. Times are seconds (minimum over runs); ratio = optimized / jax.jit."""
+
+    name: str
+    strategy: str
+    baseline_s: float = float("nan")
+    optimized_s: float = float("nan")
+    ratio: float = 1.0
+    applied: tuple[str, ...] = ()
+    numerics: str = "EXACT"
+    verification: str = ""
+    returned_original: bool = True
+    reason: str = ""
+    candidates_evaluated: int = 0
+    cache_hits: int = 0
+    failures: dict = dataclasses.field(default_factory=dict)
+    noise: float = float("nan")
+    threshold: float = float("nan")
+    search_s: float = 0.0
+    total_s: float = 0.0
+    original_hash: str = ""
+    optimized_hash: str = ""
+
+    @property
+    def speedup(self) -> float:
+        return 1.0 / self.ratio if self.ratio > 0 else float("inf")
+
+    def __str__(self) -> str:
+        lines = [f"optimize({self.name}) with {self.strategy}: "
+                 + ("returned jax.jit(fn) unchanged" if self.returned_original
+                    else f"{self.speedup:.2f}x faster than jax.jit")]
+        if not np.isnan(self.baseline_s):
+            lines.append(f"  jax.jit {self.baseline_s * 1e3:.3f} ms, optimized {self.optimized_s * 1e3:.3f} ms "
+                         f"(ratio {self.ratio:.3f}; noise {self.noise:.3f}, accept below {self.threshold:.3f})")
+        if self.applied:
+            lines.append(f"  rewrites: {', '.join(self.applied)} ({self.numerics})")
+        if self.verification:
+            lines.append(f"  verified: {self.verification}")
+        if self.reason:
+            lines.append(f"  why: {self.reason}")
+        fails = ", ".join(f"{k} {v}" for k, v in sorted(self.failures.items()))
+        lines.append(f"  search: {self.candidates_evaluated} candidates, {self.cache_hits} cache hits"
+                     + (f", rejected: {fails}" if fails else "") + f", {self.search_s:.1f} s")
+        return "\n".join(lines)
+
+
+class OptimizedFunction:
+    """Callable like `jax.jit(fn)`: same arguments, same output pytree. `.report` says what happened."""
+
+    def __init__(self, fn: Callable, call: Callable, report: Report, program: Program | None,
+                 original: Program | None):
+        self.__wrapped__ = fn
+        self._call = call
+        self.report = report
+        self.program = program  # the chosen program (None when jax.jit(fn) is returned)
+        self.original = original
+        self.__name__ = getattr(fn, "__name__", "fn")
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    def __call__(self, *args):
+        return self._call(*args)
+
+    def __repr__(self) -> str:
+        return f"<OptimizedFunction {self.__name__}: {self.report.speedup:.2f}x vs jax.jit>"
+
+
+def exported_callable(fn: Callable, args: Sequence, program: Program) -> Callable:
+    """`jax.jit` of a `jax.export.Exported` whose module is `program`: jax's fast dispatch path,
+    argument checking, and composition inside other jitted functions."""
+    from jax import export
+
+    exp = export.export(jax.jit(fn))(*args)
+    exp = dataclasses.replace(
+        exp, mlir_module_serialized=_jax_compat.serialize_portable(program.text()),
+        module_kept_var_idx=tuple(range(len(program.in_specs))))
+    return jax.jit(exp.call)
+
+
+def time_callables(fns: Sequence[Callable], args: Sequence, runs: int = 10, warmup: int = 3,
+                   min_seconds: float = 0.2) -> list[float]:
+    """Minimum wall time of each callable, interleaved (A, B, A, B, ...), outputs awaited."""
+    for _ in range(warmup):
+        for f in fns:
+            jax.block_until_ready(f(*args))
+    best = [float("inf")] * len(fns)
+    start, rounds = time.perf_counter(), 0
+    while rounds < runs or (time.perf_counter() - start < min_seconds and rounds < 10 * runs):
+        for i, f in enumerate(fns):
+            t = time.perf_counter()
+            jax.block_until_ready(f(*args))
+            best[i] = min(best[i], time.perf_counter() - t)
+        rounds += 1
+    return best
+
+
+def _auto_strategy(ctx: SearchContext) -> str:
+    _, alts = ctx.expand(ctx.original)
+    return "exhaustive" if decision_space(alts) <= 4096 else "pick-first"
+
+
+def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_s: float = 120.0,
+             max_steps: int = 6, num_random: int = 3, seed: int = 0, min_gain: float = 0.03,
+             progress: bool | None = None, timeout_s: float | None = None,
+             name: str | None = None) -> OptimizedFunction:
+    """Search rewrites of `fn` lowered on `args`; return a callable at least as fast as jax.jit(fn).
+
+    Args:
+      patterns: Pattern classes/instances/names (default: every value-preserving pattern).
+      strategy: a name from `shlo_env.search.strategies()`, or "auto".
+      budget_s: wall-clock budget for the whole call (search, confirmation, final check).
+      num_random: seeded random input sets used to verify candidates, besides `args`.
+      min_gain: the smallest speedup worth taking (raised to twice the measured noise).
+      timeout_s: per compile/run limit in the worker (a hang costs one candidate).
+    """
+    t0 = time.perf_counter()
+    deadline = t0 + budget_s
+    name = name or getattr(fn, "__name__", "fn")
+    jitted = jax.jit(fn)
+    program = lower(fn, *args, name=name)
+    report = Report(name=name, strategy=str(strategy))
+    progress = progress if progress is not None else False
+
+    def keep_original(reason: str) -> OptimizedFunction:
+        report.returned_original = True
+        report.reason = reason
+        report.ratio = 1.0
+        report.total_s = time.perf_counter() - t0
+        return OptimizedFunction(fn, jitted, report, None, program)
+
+    from shlo_env.hashing import dag_hash
+
+    report.original_hash = dag_hash(program)
+    with Evaluator(program, worker=Worker(timeout_s or default_timeout()), num_random=num_random,
+                   seed=seed) as evaluator:
+        try:
+            noise = evaluator.measure_noise()
+        except CandidateError as e:
+            return keep_original(f"the original program does not run in the worker ({e})")
+        report.noise = noise
+        threshold = 1.0 - max(min_gain, 2.0 * noise)
+        report.threshold = threshold
+        bar = Progress(progress, label=f"optimize {name}")
+        # Keep a fifth of the budget for confirming and checking the winner.
+        ctx = SearchContext(program, resolve(patterns), evaluator, deadline=t0 + 0.8 * budget_s,
+                            max_steps=max_steps, progress=bar, threshold=threshold)
+        chosen = strategy if strategy != "auto" else _auto_strategy(ctx)
+        report.strategy = chosen
+        t_search = time.perf_counter()
+        try:
+            best = get_strategy(chosen).search(ctx)
+        finally:
+            bar.close()
+        report.search_s = time.perf_counter() - t_search
+        stats = evaluator.stats
+        report.candidates_evaluated, report.cache_hits = stats.evaluated, stats.cache_hits
+        report.failures = dict(stats.failures)
+        report.baseline_s = evaluator.baseline_s
+        if best.hash == report.original_hash or not best.ok:
+            return keep_original("no rewrite verified faster than the original beyond noise"
+                                 if stats.evaluated else "no pattern matched")
+        if best.ratio >= threshold:
+            return keep_original(f"best candidate ratio {best.ratio:.3f} is within noise (threshold {threshold:.3f})")
+        if time.perf_counter() < deadline:
+            confirm = evaluator.retime(best)
+            if confirm >= threshold:
+                return keep_original(f"best candidate did not confirm: ratio {best.ratio:.3f} then {confirm:.3f}")
+        first_inputs = evaluator.inputs(0)
+        reference = evaluator.references()[0]
+
+    return _finish(fn, args, jitted, program, best, report, first_inputs, reference, threshold,
+                   keep_original, t0)
+
+
+def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out, threshold,
+            keep_original, t0) -> OptimizedFunction:
+    """Build the optimized callable and check it in this process against jax.jit(fn)."""
+    chosen = best.program
+    try:
+        call = exported_callable(fn, args, chosen)
+        call_args = jax.tree_util.tree_unflatten(program.in_tree, runtime.to_device(flat_inputs))[0]
+        got = jax.tree_util.tree_leaves(call(*call_args))
+        want = jax.tree_util.tree_leaves(jitted(*call_args))
+    except Exception as e:  # noqa: BLE001 - any failure here means: keep jax.jit
+        return keep_original(f"could not build the optimized callable: {type(e).__name__}: {e}")
+    tier = Numerics(chosen.numerics)
+    ref = reference_out if tier >= Numerics.REASSOCIATE else None
+    cmp = compare_outputs([np.asarray(g) for g in got], [np.asarray(w) for w in want], tier, ref)
+    if not cmp.ok:
+        return keep_original(f"final in-process check against jax.jit failed: {cmp.detail}")
+    t_jit, t_opt = time_callables([jitted, call], call_args)
+    ratio = t_opt / t_jit
+    report.baseline_s, report.optimized_s, report.ratio = t_jit, t_opt, ratio
+    if ratio >= threshold:
+        return keep_original(f"in-process ratio {ratio:.3f} vs jax.jit is within noise "
+                             f"(worker measured {best.ratio:.3f})")
+    report.returned_original = False
+    report.applied = chosen.applied
+    report.numerics = tier.name
+    report.optimized_hash = best.hash
+    c = best.comparison
+    sets = "example args + random sets" if program.example_args is not None else "random sets"
+    report.verification = (f"{tier.name} tier on {sets} in a worker, then against jax.jit in-process"
+                           + (f"; max error {c.max_error:.3g} (bound {c.bound:.3g}"
+                              f"{', vs float64 reference' if tier >= Numerics.REASSOCIATE else ''})"
+                              if c is not None else ""))
+    report.total_s = time.perf_counter() - t0
+    return OptimizedFunction(fn, call, report, chosen, program)
