@@ -125,3 +125,13 @@ def enable_x64():
     from jax.experimental import enable_x64 as ctx  # pragma: no cover - older jax
 
     return ctx()
+
+
+def canonical_hlo_text(hlo_module) -> str:
+    """HLO text without metadata and with canonical names: equal text, equal executable."""
+    try:
+        from jaxlib import _hlo
+
+        return hlo_module.to_string(_hlo.HloPrintOptions.fingerprint())
+    except (ImportError, AttributeError, TypeError):  # pragma: no cover - other jaxlib layouts
+        return hlo_module.to_string()

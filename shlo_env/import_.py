@@ -159,36 +159,67 @@ def _check_static(module: ir.Module) -> None:
 
 
 def _inline_calls(module: ir.Module) -> None:
-    """Inline private functions into main so patterns see the whole computation."""
-    has_calls = False
+    """Inline every `func.call` into main so patterns see the whole computation.
+
+    MLIR's `inline` pass does not inline StableHLO bodies in jax's context, so this is done
+    by hand: clone the callee, splice its body in place of the call, repeat until no call is left.
+    """
+    funcs = {ir.StringAttr(f.attributes["sym_name"]).value: f.operation
+             for f in module.body.operations if f.operation.name == "func.func"}
+    with context(), ir.Location.unknown(context()):
+        for _ in range(10_000):
+            call = _first_call(find_main(module))
+            if call is None:
+                break
+            callee = funcs[ir.FlatSymbolRefAttr(call.attributes["callee"]).value]
+            clone = callee.clone(ip=ir.InsertionPoint(module.body))
+            block = clone.regions[0].blocks[0]
+            for arg, operand in zip(block.arguments, call.operands):
+                arg.replace_all_uses_with(operand)
+            body = [o.operation for o in block.operations]
+            for op in body[:-1]:
+                op.move_before(call)
+            for result, value in zip(call.results, body[-1].operands):
+                result.replace_all_uses_with(value)
+            call.erase()
+            clone.erase()
+        passmanager.PassManager.parse("builtin.module(symbol-dce)").run(module.operation)
+
+
+def _first_call(main: ir.Operation) -> ir.Operation | None:
+    found = []
 
     def visit(op):
-        nonlocal has_calls
         if op.name == "func.call":
-            has_calls = True
+            found.append(op.operation)
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
 
-    find_main(module).walk(visit)
-    if has_calls:
-        with context():
-            passmanager.PassManager.parse("builtin.module(inline,symbol-dce)").run(module.operation)
+    main.walk(visit)
+    return found[0] if found else None
 
 
 def parse_module(data: str | bytes, what: str = "module") -> ir.Module:
     """Parse StableHLO text, MLIR bytecode, or a StableHLO portable artifact into our context."""
     try:
         with ir_scope():
-            return ir.Module.parse(data)
-    except Exception as first:  # noqa: BLE001 - MLIRError carries the diagnostics
-        if isinstance(data, bytes) and data.startswith(BYTECODE_MAGIC):
-            try:
-                text = _jax_compat.deserialize_portable(data)
-                with ir_scope():
-                    return ir.Module.parse(text)
-            except Exception:  # noqa: BLE001
-                pass
-        raise ProgramError(f"could not parse {what}: {first}") from None
+            module = ir.Module.parse(data)
+    except Exception as e:  # noqa: BLE001 - MLIRError carries the diagnostics
+        module, error = None, e
+    is_bytecode = isinstance(data, bytes) and data.startswith(BYTECODE_MAGIC)
+    if is_bytecode and (module is None or not _has_func(module)):
+        try:  # a portable artifact parses as VHLO ops: deserialize to StableHLO first
+            with ir_scope():
+                return ir.Module.parse(_jax_compat.deserialize_portable(data))
+        except Exception:  # noqa: BLE001
+            pass
+    if module is None:
+        raise ProgramError(f"could not parse {what}: {error}") from None
+    return module
+
+
+def _has_func(module: ir.Module) -> bool:
+    return any(op.operation.name == "func.func" for op in module.body.operations)
 
 
 def program_from_module(module: ir.Module, *, name: str = "main", source: str = "",

@@ -243,9 +243,8 @@ def _is_low_float(x) -> bool:
 
 
 def optimized_hlo(exe: Executable) -> str:
-    """XLA's optimized HLO text of a compiled program (without metadata): tells whether two
-    programs compile to the same executable."""
-    modules = exe.loaded.hlo_modules()
-    text = "\n".join(m.to_string() for m in modules)
-    text = re.sub(r", metadata=\{[^}]*\}", "", text)
+    """XLA's optimized HLO of a compiled program, canonicalized (no metadata or debug names):
+    two programs with equal text compiled to the same executable."""
+    text = "\n".join(_jax_compat.canonical_hlo_text(m) for m in exe.loaded.hlo_modules())
+    text = re.sub(r"\n(FileNames|FunctionNames|FileLocations|StackFrames)\n(?:[^\n]+\n)*", "\n", text)
     return re.sub(r"^HloModule [^\s,]+", "HloModule m", text, flags=re.M)

@@ -81,15 +81,14 @@ class Worker:
         self._conn = None
         self._inputs: dict[str, list[np.ndarray]] = {}
         self._sent: set[str] = set()
-        self.restarts = 0
+        self._starts = 0
 
     # --- lifecycle ------------------------------------------------------------------------
 
     def _ensure(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             return
-        if self._proc is not None:
-            self.restarts += 1
+        self._starts += 1
         # A fresh interpreter (not fork: unsafe once jax runs threads; not multiprocessing's
         # spawn: it re-imports the user's __main__).
         parent, child = socket.socketpair()
@@ -191,6 +190,11 @@ class Worker:
 
     def optimized_hlo(self, text: str, disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> str:
         return self._call("hlo", (text, tuple(disabled_passes)), None, timeout_s)
+
+    @property
+    def restarts(self) -> int:
+        """How many times a crashed or hung worker was replaced."""
+        return max(0, self._starts - 1)
 
     @property
     def pid(self) -> int | None:

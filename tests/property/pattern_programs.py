@@ -1,0 +1,70 @@
+"""Strategies for the targeted pattern tests: small programs in which one pattern fires.
+
+`programs(build)` turns a function `build(draw) -> (fn, shapes[, dtypes])` into a strategy of
+lowered `Program`s with random example arguments; `unary`, `binary` and `shapes` cover the
+common cases. `text_programs(template, **params)` loads hand-written StableHLO (for forms JAX
+never emits, e.g. a convert to the same type).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from shlo_env import runtime
+from shlo_env.import_ import load, lower
+
+# Rank >= 1 only: the interpreter path of shlo_env.testing.evaluate turns a rank-0 input into
+# tensor<1x...> (reported to the lead); rank 0 is covered once that is fixed.
+#: Small dims keep the reference interpreter fast.
+DIM = st.integers(1, 4)
+
+
+def shapes(min_rank: int = 1, max_rank: int = 3) -> st.SearchStrategy:
+    return st.lists(DIM, min_size=min_rank, max_size=max_rank).map(tuple)
+
+
+def _args(shapes_, dtypes, seed):
+    specs = [type("Spec", (), {"shape": tuple(s), "dtype": np.dtype(d)}) for s, d in zip(shapes_, dtypes)]
+    return runtime.random_inputs(specs, seed)
+
+
+@st.composite
+def _lowered(draw, build):
+    out = build(draw)
+    fn, shp = out[0], list(out[1])
+    dtypes = list(out[2]) if len(out) > 2 else [np.float32] * len(shp)
+    seed = draw(st.integers(0, 2**20))
+    return lower(fn, *_args(shp, dtypes, seed))
+
+
+def programs(build) -> st.SearchStrategy:
+    """Programs lowered from `build(draw) -> (fn, shapes[, dtypes])`."""
+    return _lowered(build)
+
+
+def unary(fn, dtype=np.float32, rank=(1, 3)) -> st.SearchStrategy:
+    """fn(x) for x of a random shape."""
+    dts = dtype if isinstance(dtype, (list, tuple)) else [dtype]
+    return programs(lambda draw: (fn, [draw(shapes(*rank))], [draw(st.sampled_from(dts))]))
+
+
+def binary(fn, dtype=np.float32, rank=(1, 3)) -> st.SearchStrategy:
+    """fn(x, y) for x, y of one random shape."""
+    dts = dtype if isinstance(dtype, (list, tuple)) else [dtype]
+
+    def build(draw):
+        s, d = draw(shapes(*rank)), draw(st.sampled_from(dts))
+        return fn, [s, s], [d, d]
+
+    return programs(build)
+
+
+def text_programs(template: str, **params: st.SearchStrategy) -> st.SearchStrategy:
+    """StableHLO text with `{name}` fields filled from `params` (strategies of strings)."""
+    return st.fixed_dictionaries(params).map(lambda p: load(template.format(**p)))
+
+
+def shape_text(shape) -> str:
+    """`2x3x` for (2, 3), `` for ()."""
+    return "".join(f"{d}x" for d in shape)

@@ -1,0 +1,148 @@
+"""Targeted property tests of the dot / linear-algebra rewrites (shlo_env/patterns/dot.py)."""
+
+import jax.numpy as jnp
+import pytest
+from hypothesis import strategies as st
+from jax import lax
+
+from pattern_programs import programs
+from shlo_env.patterns import dot as D
+from shlo_env.testing import check_pattern
+
+N = st.integers(2, 6)
+SMALL = st.integers(1, 2)
+BIG = st.integers(3, 6)
+
+
+def _left_to_right(draw):
+    m, k, n = draw(N), draw(N), draw(N)
+    return (lambda a, b, v: (a @ b) @ v), [(m, k), (k, n), draw(st.sampled_from([(n,), (n, 1)]))]
+
+
+def _right_to_left(draw):
+    k, n, p = draw(BIG), draw(BIG), draw(BIG)
+    return (lambda a, b, c: a @ (b @ c)), [(1, k), (k, n), (n, p)]
+
+
+def _distribute_left(draw):
+    m, k, n, r = draw(N), draw(N), draw(N), draw(SMALL)
+    if draw(st.booleans()):
+        return (lambda x, w, a, b: x @ (w + a @ b)), [(m, k), (k, n), (k, r), (r, n)]
+    return (lambda x, w, v: x @ (w + v)), [(m, k), (k, n), (k, n)]
+
+
+def _distribute_right(draw):
+    m, k, n = draw(N), draw(N), draw(N)
+    return (lambda w, v, x: (w + v) @ x), [(m, k), (m, k), (k, n)]
+
+
+def _factor_lhs(draw):
+    m, k, n = draw(N), draw(N), draw(N)
+    return (lambda x, w, v: x @ w + x @ v), [(m, k), (k, n), (k, n)]
+
+
+def _factor_rhs(draw):
+    m, k, n = draw(N), draw(N), draw(N)
+    return (lambda w, v, x: w @ x + v @ x), [(m, k), (m, k), (k, n)]
+
+
+def _reduce_through_dot(draw):
+    m, k, n = draw(N), draw(N), draw(N)
+    axis = draw(st.sampled_from([0, 1, None]))
+    return (lambda x, w: jnp.sum(x @ w, axis=axis)), [(m, k), (k, n)]
+
+
+def _merge_lhs(draw):
+    m, k, n1, n2 = draw(N), draw(N), draw(N), draw(N)
+    return (lambda x, w1, w2: (x @ w1, jnp.tanh(x @ w2))), [(m, k), (k, n1), (k, n2)]
+
+
+def _merge_rhs(draw):
+    m1, m2, k, n = draw(N), draw(N), draw(N), draw(N)
+    return (lambda a1, a2, w: (a1 @ w, a2 @ w * 2.0)), [(m1, k), (m2, k), (k, n)]
+
+
+def _split_over_concat(draw):
+    m, k, n1, n2 = draw(N), draw(N), draw(N), draw(N)
+    if draw(st.booleans()):
+        return (lambda x, w1, w2: x @ jnp.concatenate([w1, w2], axis=1)), [(m, k), (k, n1), (k, n2)]
+    return (lambda a1, a2, w: jnp.concatenate([a1, a2], axis=0) @ w), [(n1, k), (n2, k), (k, m)]
+
+
+def _slice_through_dot(draw):
+    m, k, n = draw(BIG), draw(N), draw(BIG)
+    r0, c0 = draw(st.integers(0, m - 2)), draw(st.integers(0, n - 2))
+    return (lambda a, b: (a @ b)[r0:m - 1, c0:n:2]), [(m, k), (k, n)]
+
+
+def _fold_lhs(draw):
+    m, k, n, bt = draw(N), draw(N), draw(N), draw(N)
+    if draw(st.booleans()):
+        return (lambda a, b: a.T @ b), [(k, m), (k, n)]
+    return (lambda a, b: jnp.matmul(jnp.swapaxes(a, 1, 2), b)), [(bt, k, m), (bt, k, n)]
+
+
+def _fold_rhs(draw):
+    m, k, n, bt = draw(N), draw(N), draw(N), draw(N)
+    if draw(st.booleans()):
+        return (lambda a, b: a @ b.T), [(m, k), (n, k)]
+    return (lambda a, b: lax.dot_general(a, lax.transpose(b, (2, 0, 1)), (((2,), (1,)), ((0,), (2,))))), \
+        [(bt, m, k), (k, n, bt)]
+
+
+def _transpose_of_dot(draw):
+    m, k, n, bt = draw(N), draw(N), draw(N), draw(N)
+    if draw(st.booleans()):
+        return (lambda a, b: (a @ b).T), [(m, k), (k, n)]
+    return (lambda a, b: jnp.swapaxes(a @ b, 1, 2)), [(bt, m, k), (bt, k, n)]
+
+
+def _dot_over_concat(draw):
+    m, k1, k2, n = draw(N), draw(N), draw(N), draw(N)
+    if draw(st.booleans()):
+        return (lambda a1, a2, b: jnp.concatenate([a1, a2], axis=1) @ b), [(m, k1), (m, k2), (k1 + k2, n)]
+    return (lambda a, b1, b2: a @ jnp.concatenate([b1, b2], axis=0)), [(m, k1 + k2), (k1, n), (k2, n)]
+
+
+def _scalar_out(draw):
+    m, k, n, bt = draw(N), draw(N), draw(N), draw(N)
+    case = draw(st.integers(0, 2))
+    if case == 0:
+        return (lambda a, b: (2.5 * a) @ b), [(m, k), (k, n)]
+    if case == 1:
+        return (lambda a, b: a @ (b / 3.0)), [(m, k), (k, n)]
+    return (lambda a, b: jnp.matmul(a * 0.125, b)), [(bt, m, k), (bt, k, n)]
+
+
+def _scalar_in(draw):
+    m, k, n = draw(BIG), draw(SMALL), draw(BIG)
+    if draw(st.booleans()):
+        return (lambda a, b: (a @ b) * 0.7), [(m, k), (k, n)]
+    return (lambda a, b: (a @ b) / 3.0), [(m, k), (k, n)]
+
+
+CASES = {
+    D.ReassociateLeftToRight: _left_to_right,
+    D.ReassociateRightToLeft: _right_to_left,
+    D.DistributeLeft: _distribute_left,
+    D.DistributeRight: _distribute_right,
+    D.FactorCommonLhs: _factor_lhs,
+    D.FactorCommonRhs: _factor_rhs,
+    D.ReduceThroughDot: _reduce_through_dot,
+    D.MergeDotsSharingLhs: _merge_lhs,
+    D.MergeDotsSharingRhs: _merge_rhs,
+    D.SplitDotOverConcat: _split_over_concat,
+    D.SliceThroughDot: _slice_through_dot,
+    D.FoldTransposeIntoDotLhs: _fold_lhs,
+    D.FoldTransposeIntoDotRhs: _fold_rhs,
+    D.TransposeOfDot: _transpose_of_dot,
+    D.DotOverContractingConcat: _dot_over_concat,
+    D.ScalarOutOfDot: _scalar_out,
+    D.ScalarIntoDot: _scalar_in,
+}
+
+
+@pytest.mark.parametrize("pattern", list(CASES), ids=lambda p: p.name)
+def test_pattern(pattern):
+    res = check_pattern(pattern, programs(CASES[pattern]), max_examples=50)
+    assert res.num_alternatives >= 25, f"{pattern.name} fired on only {res.num_alternatives} of 50 programs"

@@ -1,0 +1,108 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import shlo_env as se
+from shlo_env.import_ import ProgramError
+
+
+def f(params, x):
+    return {"y": x @ params["w"] + params["b"], "n": jnp.sum(x)}
+
+
+def test_lower_carries_specs_trees_and_inputs(rng):
+    params = {"w": rng.standard_normal((4, 3)).astype(np.float32), "b": np.zeros(3, np.float32)}
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    p = se.lower(f, params, x)
+    assert [tuple(s.shape) for s in p.in_specs] == [(3,), (4, 3), (2, 4)]  # pytree leaf order
+    assert [tuple(s.shape) for s in p.out_specs] == [(), (2, 3)]
+    assert p.in_tree is not None and p.out_tree is not None
+    assert len(p.example_args) == 3 and p.example_args[2].dtype == np.float32
+    outs = jax.tree_util.tree_unflatten(p.out_tree, list(p.out_specs))
+    assert set(outs) == {"y", "n"}
+
+
+def test_lower_keeps_unused_arguments():
+    p = se.lower(lambda x, unused: x * 2, np.ones(3, np.float32), np.ones(5, np.float32))
+    assert len(p.in_specs) == 2
+
+
+def test_lower_accepts_shape_dtype_structs():
+    spec = jax.ShapeDtypeStruct((3, 3), jnp.float32)
+    p = se.lower(lambda a: a @ a, spec)
+    assert p.example_args is None and tuple(p.in_specs[0].shape) == (3, 3)
+
+
+def test_private_functions_are_inlined():
+    inner = jax.jit(lambda a: jnp.sin(a) * 2)
+    p = se.lower(lambda a: inner(a) + 1, np.ones(3, np.float32))
+    assert "call @" not in p.text()
+    assert p.text().count("func.func") == 1
+
+
+@pytest.mark.parametrize("suffix", [".mlir", ".mlirbc"])
+def test_save_load_roundtrip(tmp_path, suffix):
+    p = se.lower(lambda a, b: a @ b, np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))
+    path = se.save(p, tmp_path / f"m{suffix}")
+    q = se.load(path)
+    assert se.dag_hash(q) == se.dag_hash(p)
+    assert q.in_specs == p.in_specs and q.out_specs == p.out_specs
+    assert q.name == "m"
+
+
+def test_load_text_and_bytes():
+    p = se.lower(lambda a: a + 1, np.ones(3, np.float32))
+    assert se.dag_hash(se.load(p.text())) == se.dag_hash(p)
+    assert se.dag_hash(se.load(p.bytecode())) == se.dag_hash(p)
+
+
+def test_load_portable_artifact():
+    from shlo_env import _jax_compat
+
+    p = se.lower(lambda a: a * 3, np.ones(3, np.float32))
+    art = _jax_compat.serialize_portable(p.text())
+    assert se.dag_hash(se.load(art)) == se.dag_hash(p)
+
+
+def test_unparsable_text_is_a_clear_error():
+    with pytest.raises(ProgramError, match="could not parse"):
+        se.load("module { func.func @main( this is not mlir }")
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ProgramError, match="no such file"):
+        se.load(tmp_path / "nope.mlir")
+
+
+def test_dynamic_shapes_are_rejected():
+    text = """
+    func.func public @main(%arg0: tensor<?x4xf32>) -> tensor<?x4xf32> {
+      %0 = stablehlo.add %arg0, %arg0 : tensor<?x4xf32>
+      return %0 : tensor<?x4xf32>
+    }"""
+    with pytest.raises(ProgramError, match="dynamic"):
+        se.load(text)
+
+
+def test_module_without_main_is_rejected():
+    text = """
+    func.func private @f(%arg0: tensor<4xf32>) -> tensor<4xf32> { return %arg0 : tensor<4xf32> }
+    func.func private @g(%arg0: tensor<4xf32>) -> tensor<4xf32> { return %arg0 : tensor<4xf32> }"""
+    with pytest.raises(ProgramError, match="main"):
+        se.load(text)
+
+
+def test_lowering_error_names_the_function():
+    def broken(x):
+        return x @ x  # shapes do not fit
+
+    with pytest.raises(ProgramError, match="broken"):
+        se.lower(broken, np.ones((2, 3), np.float32))
+
+
+def test_clone_is_independent():
+    p = se.lower(lambda a, v: (a @ a) @ v, np.ones((4, 4), np.float32), np.ones((4, 1), np.float32))
+    q = se.augment(p)  # augment clones
+    assert se.dag_hash(p) != se.dag_hash(q)
+    assert "shlo_env.alternatives" not in p.text()

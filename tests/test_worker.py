@@ -1,0 +1,77 @@
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from shlo_env.worker import CandidateError, Worker
+
+IDENTITY = """
+func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {
+  %0 = stablehlo.add %arg0, %arg0 : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}"""
+
+HANG = """
+func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {
+  %r = stablehlo.while(%x = %arg0) : tensor<2xf32>
+   cond {
+    %t = stablehlo.constant dense<true> : tensor<i1>
+    stablehlo.return %t : tensor<i1>
+  } do {
+    %y = stablehlo.add %x, %x : tensor<2xf32>
+    stablehlo.return %y : tensor<2xf32>
+  }
+  return %r : tensor<2xf32>
+}"""
+
+
+@pytest.fixture
+def worker():
+    w = Worker(timeout_s=60)
+    w.set_inputs("a", [np.array([1.0, 2.0], np.float32)])
+    yield w
+    w.close()
+
+
+def test_run_and_time(worker):
+    np.testing.assert_array_equal(worker.run(IDENTITY, "a")[0], [2.0, 4.0])
+    a, b = worker.time([IDENTITY, IDENTITY], "a", runs=10)
+    assert a.runs == b.runs >= 10
+    assert worker.cost(IDENTITY)["flops"] >= 0
+
+
+def test_compile_error_costs_one_candidate(worker):
+    with pytest.raises(CandidateError) as e:
+        worker.run("func.func public @main(%a: tensor<2xf32>) -> tensor<2xf32> { bogus }", "a")
+    assert e.value.kind == "compile"
+    assert worker.run(IDENTITY, "a")[0][1] == 4.0
+    assert worker.restarts == 0
+
+
+def test_a_hang_times_out_and_the_worker_restarts(worker):
+    t = time.perf_counter()
+    with pytest.raises(CandidateError) as e:
+        worker.run(HANG, "a", timeout_s=3)
+    assert e.value.kind == "timeout" and time.perf_counter() - t < 20
+    np.testing.assert_array_equal(worker.run(IDENTITY, "a")[0], [2.0, 4.0])  # inputs re-sent
+    assert worker.restarts == 1
+
+
+def test_a_crash_costs_one_candidate(worker):
+    worker.run(IDENTITY, "a")
+    pid = worker.pid
+    # The worker dies in the middle of a candidate, as when XLA aborts the process.
+    killer = threading.Timer(1.0, lambda: __import__("os").kill(pid, 9))
+    killer.start()
+    with pytest.raises(CandidateError) as e:
+        worker.run(HANG, "a", timeout_s=30)
+    killer.join()
+    assert e.value.kind == "crash"
+    np.testing.assert_array_equal(worker.run(IDENTITY, "a")[0], [2.0, 4.0])
+    assert worker.pid != pid
+
+
+def test_unknown_input_set_is_a_clear_error(worker):
+    with pytest.raises(KeyError, match="set_inputs"):
+        worker.run(IDENTITY, "missing")
