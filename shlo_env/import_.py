@@ -110,7 +110,9 @@ class Program:
         return count - 1  # not the func itself
 
     def __repr__(self) -> str:
-        ins = ", ".join(f"{s.dtype}{list(s.shape)}" for s in self.in_specs)
+        ins = ", ".join(f"{s.dtype}{list(s.shape)}" for s in self.in_specs[:4])
+        if len(self.in_specs) > 4:
+            ins += f", ... ({len(self.in_specs)} inputs)"
         return f"Program({self.name!r}, inputs=[{ins}], ops={self.num_ops()})"
 
 
