@@ -230,13 +230,14 @@ class Builder:
         xs = list(xs)
         return list(self.op("stablehlo.optimization_barrier", xs, [x.type for x in xs]).results)
 
-    def like(self, op, operands: Sequence[ir.Value], result_shape: Sequence[int] | None = None) -> ir.Value:
+    def like(self, op, operands: Sequence[ir.Value], result_shape: Sequence[int] | None = None,
+             result_elem: ir.Type | None = None) -> ir.Value:
         """A copy of single-result, region-free `op` (name and attributes) on new operands,
-        with its element type and `result_shape` (default: unchanged)."""
+        with result shape `result_shape` and element type `result_elem` (default: op's own)."""
         op = op.operation if hasattr(op, "operation") else op
         res = op.results[0]
-        t = res.type if result_shape is None else tensor_type(result_shape, elem_of(res))
-        attrs = {a.name: a.attr for a in op.attributes}
+        t = tensor_type(shape(res) if result_shape is None else result_shape, result_elem or elem_of(res))
+        attrs = {a.name: a.attr for a in (op.attributes[i] for i in range(len(op.attributes)))}
         return self.op(op.name, list(operands), [t], attrs).result
 
     def inline(self, block: ir.Block, args: Sequence[ir.Value], mapping: dict | None = None,
@@ -251,7 +252,14 @@ class Builder:
         env = dict(mapping or {})
         env.update(zip(block.arguments, args))
         ops = [o.operation for o in block.operations]
-        for op in ops[:-1]:
+        self.copy_ops(ops[:-1], env, overrides)
+        return [env.get(v, v) for v in ops[-1].operands]
+
+    def copy_ops(self, ops: Sequence[ir.Operation], env: dict, overrides: dict | None = None) -> dict:
+        """Copy `ops` (in order) here, reading operands through `env` and recording each copied
+        result in `env` (updated in place and returned). See `inline` for `overrides` and calls."""
+        for op in ops:
+            op = op.operation if hasattr(op, "operation") else op
             if overrides and any(r in overrides for r in op.results):
                 for r in op.results:
                     env[r] = overrides.get(r, r)
@@ -271,7 +279,7 @@ class Builder:
                     new.operands[i] = env[v]
             _remap_nested(new, env)
             env.update(zip(op.results, new.results))
-        return [env.get(v, v) for v in ops[-1].operands]
+        return env
 
     def while_(self, inits: Sequence[ir.Value], cond, body) -> list[ir.Value]:
         """A `stablehlo.while`; `cond(b, args) -> pred` and `body(b, args) -> values` build its

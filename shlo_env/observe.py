@@ -80,7 +80,7 @@ NODE_FEATURES: tuple[str, ...] = (
 #: Columns of `Graph.edge_feature_matrix()`.
 EDGE_FEATURES: tuple[str, ...] = (
     "log2_size", "log2_bytes", "dtype", "rank", *(f"log2_dim{i}" for i in range(MAX_RANK)),
-    "operand_index", "is_choice", "choice",
+    "operand_index", "result_index", "is_choice", "choice",
 )
 #: Entries of `summary(g)` after the op-kind histogram (len(OP_VOCAB) counts).
 SUMMARY_FIELDS: tuple[str, ...] = (
@@ -183,6 +183,7 @@ class Graph:
     edge_src: np.ndarray           # int32 producer node
     edge_dst: np.ndarray           # int32 consumer node
     edge_operand: np.ndarray       # int32 operand slot at the consumer (for alternatives: value index)
+    edge_result: np.ndarray        # int32 result index at the producer (multi-result ops)
     edge_choice: np.ndarray        # int32 -1, or k for an edge carrying choice k into an alternatives node
     edge_size: np.ndarray          # int64 elements
     edge_bytes: np.ndarray         # int64
@@ -241,7 +242,7 @@ class Graph:
         shape = np.where(self.edge_shape >= 0, _log2(self.edge_shape), 0.0)
         cols = [
             _log2(self.edge_size)[:, None], _log2(self.edge_bytes)[:, None], self.edge_dtype[:, None],
-            self.edge_rank[:, None], shape, self.edge_operand[:, None],
+            self.edge_rank[:, None], shape, self.edge_operand[:, None], self.edge_result[:, None],
             (self.edge_choice >= 0)[:, None], self.edge_choice[:, None],
         ]
         x = np.concatenate([np.asarray(c, dtype=np.float64).reshape(self.num_edges, -1) for c in cols], axis=1)
@@ -261,8 +262,8 @@ def one_hot(ids: np.ndarray, n: int) -> np.ndarray:
 class _Builder:
     def __init__(self):
         self.nodes: list[dict] = []
-        self.edges: list[tuple[int, int, int, int, _TypeInfo]] = []  # (src, dst, slot, choice, type)
-        self.value_node: dict[ir.Value, int] = {}
+        self.edges: list[tuple[int, int, int, int, _TypeInfo, int]] = []  # (src, dst, slot, choice, type, result)
+        self.value_node: dict[ir.Value, tuple[int, int]] = {}  # value -> (node, result index)
         self.alias: dict[ir.Value, ir.Value] = {}  # alternatives block argument -> outer operand
         self.next_gid = 1
         self.alternatives: list[tuple[int, tuple[str, ...]]] = []
@@ -285,15 +286,16 @@ class _Builder:
         src = self.value_node.get(v)
         if src is None:  # a value we never saw (should not happen in a verified module)
             return
-        self.edges.append((src, dst, slot, choice, type_info(v.type)))
+        self.edges.append((src[0], dst, slot, choice, type_info(v.type), src[1]))
 
     def block(self, block: ir.Block, gid: int, alt: int, choice: int, parent: int, params: bool) -> list[int]:
         """Add the block's nodes; returns the indices of those directly in it."""
         mine = []
         if params:
             for a in block.arguments:
-                self.value_node[a] = self.add_node("parameter", [a.type], gid, alt, choice, parent)
-                mine.append(self.value_node[a])
+                node = self.add_node("parameter", [a.type], gid, alt, choice, parent)
+                self.value_node[a] = (node, 0)
+                mine.append(node)
         for op in block.operations:
             op = op.operation
             name = op.name
@@ -307,8 +309,8 @@ class _Builder:
             mine.append(node)
             for slot, v in enumerate(op.operands):
                 self.edge_from(v, node, slot)
-            for r in op.results:
-                self.value_node[r] = node
+            for k, r in enumerate(op.results):
+                self.value_node[r] = (node, k)
             for region in op.regions:
                 for b in region.blocks:
                     g = self.next_gid
@@ -337,8 +339,8 @@ class _Builder:
         for k, values in enumerate(yields):
             for j, v in enumerate(values):
                 self.edge_from(v, node, j, choice=k)
-        for r in op.results:
-            self.value_node[r] = node
+        for k, r in enumerate(op.results):
+            self.value_node[r] = (node, k)
         self.alternatives[k_index] = (node, view.labels)
         return node
 
@@ -408,6 +410,7 @@ def _finish(b: _Builder, program: Program) -> Graph:
         edge_src=src,
         edge_dst=dst,
         edge_operand=np.array([x[2] for x in edges], dtype=np.int32),
+        edge_result=np.array([x[5] for x in edges], dtype=np.int32),
         edge_choice=np.array([x[3] for x in edges], dtype=np.int32),
         edge_size=np.array([t.elements for t in etype], dtype=np.int64),
         edge_bytes=edge_bytes,
@@ -529,9 +532,10 @@ def to_networkx(g: Graph):
 def live_nodes(g: Graph, decisions: Sequence[int] | None = None) -> np.ndarray:
     """Which nodes the program still computes with `decisions` (default: all originals).
 
-    Walks back from the return node and from result-less (effectful) ops of the main body; an
-    alternatives node only follows the edges of its chosen region, and a live op keeps the nodes
-    of its own nested regions. What is not reached is what `driver.apply` would prune.
+    Walks back from the return node and from result-less (effectful) ops of the main body. An
+    alternatives node only follows its chosen region's edges, and only for the results that are
+    used; a live op keeps the nodes of its own nested regions. What is not reached is what
+    `driver.apply` prunes.
     """
     decisions = [0] * g.num_alternatives if decisions is None else list(decisions)
     chosen = {int(node): int(d) for node, d in zip(g.alternative_indices, decisions)}
@@ -540,17 +544,25 @@ def live_nodes(g: Graph, decisions: Sequence[int] | None = None) -> np.ndarray:
         if p >= 0 and not g.node_is_alternative[p]:
             children.setdefault(int(p), []).append(i)
     live = np.zeros(g.num_nodes, dtype=bool)
-    stack = [g.root_index] + [i for i in range(g.num_nodes)
-                              if g.node_num_results[i] == 0 and g.node_parent[i] < 0
-                              and g.node_name[i] != "func.return"]
+    needed: dict[int, set[int]] = {node: set() for node in chosen}  # used results per alternatives node
+    stack: list[tuple[int, int]] = [(g.root_index, 0)] + [
+        (i, 0) for i in range(g.num_nodes)
+        if g.node_num_results[i] == 0 and g.node_parent[i] < 0 and g.node_name[i] != "func.return"]
     while stack:
-        i = stack.pop()
+        i, result = stack.pop()
+        if i in chosen:
+            if result in needed[i]:
+                continue
+            needed[i].add(result)
+            live[i] = True
+            for e in range(g.operand_offsets[i], g.operand_offsets[i + 1]):
+                if g.edge_choice[e] == chosen[i] and g.edge_operand[e] == result:
+                    stack.append((int(g.edge_src[e]), int(g.edge_result[e])))
+            continue
         if live[i]:
             continue
         live[i] = True
-        stack += children.get(i, [])
+        stack += [(c, 0) for c in children.get(i, [])]
         for e in range(g.operand_offsets[i], g.operand_offsets[i + 1]):
-            if i in chosen and g.edge_choice[e] != chosen[i]:
-                continue
-            stack.append(int(g.edge_src[e]))
+            stack.append((int(g.edge_src[e]), int(g.edge_result[e])))
     return live

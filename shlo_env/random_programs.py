@@ -29,6 +29,8 @@ Public API
   are numpy arrays (N(0,1) floats, small integers).
 - `programs(...)`: the same, lowered with `shlo_env.import_.lower` into `Program`s.
 - `recipes(...)`: the underlying strategy of `RandomFunction`s (no arguments drawn).
+- `sample(n, ...)`: `n` distinct `(fn, args)` drawn deterministically (the same list on every
+  run), e.g. to parametrize a test with one item per program.
 - `fire_rate(n, patterns=None, ...)`: how often `driver.augment` records at least one
   alternative on `n` drawn programs (deterministic), with a count per pattern.
 
@@ -60,7 +62,7 @@ from jax import lax
 
 __all__ = [
     "OP_TABLE", "OpKind", "Gen", "Var", "Step", "RandomFunction", "DEFAULT_DTYPES", "MAX_DIM",
-    "recipes", "jax_programs", "programs", "fire_rate",
+    "recipes", "jax_programs", "programs", "sample", "fire_rate",
 ]
 
 MAX_DIM = 8
@@ -624,11 +626,17 @@ def slice_of_concat(g: Gen):
            [(shape, x.dtype, max(x.mag, y.mag))])
 
 
+def _moving_perm(g: Gen, rank: int) -> tuple[int, ...]:
+    """A permutation other than the identity (jax drops identity transposes)."""
+    perm = tuple(g.draw(st.permutations(range(rank))))
+    return perm if perm != tuple(range(rank)) else perm[1:] + perm[:1]
+
+
 def transpose_of_transpose(g: Gen):
     """transpose(transpose(x, p), q): sometimes the identity, sometimes one transpose."""
     x = g.operand(want=lambda v: v.rank >= 2, fresh=lambda: g.shape(g.draw(st.integers(2, 3))))
-    p = tuple(g.draw(st.permutations(range(x.rank))))
-    q = tuple(np.argsort(p).tolist()) if g.coin() else tuple(g.draw(st.permutations(range(x.rank))))
+    p = _moving_perm(g, x.rank)
+    q = tuple(np.argsort(p).tolist()) if g.coin() else _moving_perm(g, x.rank)
     mid = tuple(x.shape[i] for i in p)
     g.emit("transpose_of_transpose", f"transpose(transpose({x}, {p}), {q})",
            lambda a: lax.transpose(lax.transpose(a, p), q), [x], [(tuple(mid[i] for i in q), x.dtype, x.mag)])
@@ -738,6 +746,20 @@ class OpKind:
 
 
 OP_TABLE: tuple[OpKind, ...] = (
+    # motifs: small clusters of ops that patterns look for
+    OpKind("identity_arith", identity_arith, 2, motif=True),
+    OpKind("dot_chain", dot_chain, 3, motif=True),
+    OpKind("low_rank_update", low_rank_update, 2, motif=True),
+    OpKind("shared_dot_sum", shared_dot_sum, 2, motif=True),
+    OpKind("reduce_of_dot", reduce_of_dot, 2, motif=True),
+    OpKind("slice_of_concat", slice_of_concat, 2, motif=True),
+    OpKind("transpose_of_transpose", transpose_of_transpose, 2, motif=True),
+    OpKind("reshape_of_reshape", reshape_of_reshape, 2, motif=True),
+    OpKind("select_same", select_same, 2, motif=True),
+    OpKind("dots_sharing_operand", dots_sharing_operand, 2, motif=True),
+    OpKind("dot_of_concat", dot_of_concat, 2, motif=True),
+    OpKind("slice_of_dot", slice_of_dot, 2, motif=True),
+    # plain op kinds
     OpKind("unary", unary, 3),
     OpKind("binary", binary, 3),
     OpKind("divide", divide),
@@ -755,19 +777,6 @@ OP_TABLE: tuple[OpKind, ...] = (
     OpKind("convert", convert),
     OpKind("pad", pad),
     OpKind("reverse", reverse),
-    # motifs
-    OpKind("dot_chain", dot_chain, 3, motif=True),
-    OpKind("low_rank_update", low_rank_update, 2, motif=True),
-    OpKind("shared_dot_sum", shared_dot_sum, 2, motif=True),
-    OpKind("reduce_of_dot", reduce_of_dot, 2, motif=True),
-    OpKind("slice_of_concat", slice_of_concat, 2, motif=True),
-    OpKind("transpose_of_transpose", transpose_of_transpose, 2, motif=True),
-    OpKind("reshape_of_reshape", reshape_of_reshape, 2, motif=True),
-    OpKind("identity_arith", identity_arith, 2, motif=True),
-    OpKind("select_same", select_same, 2, motif=True),
-    OpKind("dots_sharing_operand", dots_sharing_operand, 2, motif=True),
-    OpKind("dot_of_concat", dot_of_concat, 2, motif=True),
-    OpKind("slice_of_dot", slice_of_dot, 2, motif=True),
 )
 
 OP_KINDS: dict[str, OpKind] = {k.name: k for k in OP_TABLE}
@@ -788,7 +797,8 @@ def recipes(max_ops: int = 8, dtypes: Sequence[str] = DEFAULT_DTYPES, kinds: Seq
             motifs: bool = True, min_ops: int = 1) -> st.SearchStrategy[RandomFunction]:
     """Strategy of `RandomFunction`s with `min_ops..max_ops` table steps (a motif is one step)."""
     table = _table(kinds, motifs)
-    weighted = [k for k in table for _ in range(k.weight)]
+    # Motifs first: hypothesis often draws its simplest choice (index 0) and shrinks towards it.
+    weighted = [k for k in sorted(table, key=lambda k: not k.motif) for _ in range(k.weight)]
 
     @st.composite
     def draw_function(draw) -> RandomFunction:
@@ -828,6 +838,34 @@ def programs(max_ops: int = 8, dtypes: Sequence[str] = DEFAULT_DTYPES, kinds: Se
         return program
 
     return jax_programs(max_ops, dtypes, kinds, motifs, min_ops).map(lowered)
+
+
+def sample(n: int, **strategy_kwargs) -> list[tuple[RandomFunction, tuple[np.ndarray, ...]]]:
+    """`n` distinct `(fn, args)` drawn by `jax_programs(**strategy_kwargs)`, the same on every run.
+
+    Hypothesis draws them derandomized (outside any test); programs it draws twice are kept once.
+    Handy for parametrized tests (one test item per program) and fixed benchmark sets.
+    """
+    from hypothesis import HealthCheck, Phase, given, settings
+
+    drawn: dict[str, tuple] = {}
+
+    class Enough(Exception):
+        pass
+
+    @settings(max_examples=10 * n, deadline=None, database=None, derandomize=True, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck), print_blob=False, report_multiple_bugs=False)
+    @given(jax_programs(**strategy_kwargs))
+    def collect(fn_args):
+        if len(drawn) >= n:
+            raise Enough  # stops hypothesis early
+        drawn.setdefault(repr(fn_args[0]), fn_args)
+
+    try:
+        collect()
+    except Enough:
+        pass
+    return list(drawn.values())[:n]
 
 
 def fire_rate(n: int = 200, patterns=None, **strategy_kwargs) -> tuple[float, Counter]:

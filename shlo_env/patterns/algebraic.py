@@ -24,7 +24,7 @@ def _is_neg_zero(v) -> bool:
 
 @register
 class AddZero(Pattern):
-    """x + 0 -> x (integers), x + (-0.0) -> x (floats: x + (+0.0) turns -0 into +0)."""
+    """x + 0 -> x for integers; for floats only x + (-0.0) -> x (x + (+0.0) turns -0 into +0)."""
 
     root = "stablehlo.add"
 

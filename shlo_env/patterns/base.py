@@ -437,7 +437,7 @@ def rebuild_elementwise(b, op, operands: Sequence[ir.Value], shape: Sequence[int
     """`op` (elementwise) again on new operands with result shape `shape`."""
     from shlo_env.tensor_types import tensor_type
 
-    attrs = {a.name: a.attr for a in op.operation.attributes}
+    attrs = {a.name: a.attr for a in (op.operation.attributes[i] for i in range(len(op.operation.attributes)))}
     t = tensor_type(shape, element_type_of(op.result))
     return b.op(op.operation.name, list(operands), [t], attrs).result
 
@@ -657,3 +657,80 @@ def body_size(op) -> int:
             if f is not None:
                 n += body_size(f)
     return n
+
+
+def reduce_body(op) -> str | None:
+    """The combining op of a single-input `stablehlo.reduce` whose body is `return f(a, b)`."""
+    op = op.operation if hasattr(op, "operation") else op
+    if op.name != "stablehlo.reduce" or len(op.operands) != 2:
+        return None
+    blk = op.regions[0].blocks[0]
+    body = [o.operation for o in blk.operations]
+    if len(body) != 2 or len(body[0].operands) != 2 or body[1].operands[0] != body[0].results[0]:
+        return None
+    if set(body[0].operands) != set(blk.arguments) or body[0].name not in BINARY_ELEMENTWISE:
+        return None
+    if body[0].name not in COMMUTATIVE:
+        return None
+    return body[0].name
+
+
+class FlatBody:
+    """A detached copy of a loop body (or any single-block region) with `func.call`s inlined.
+
+    JAX lowers loop bodies as calls to private functions; patterns analyse and rebuild loops
+    from this flat copy. Use as a context manager (the copy is erased on exit):
+
+        with FlatBody(while_op) as body:
+            for op in body.ops: ...
+    """
+
+    def __init__(self, op, region: int = 1):
+        from shlo_env.builder import Builder
+
+        op = op.operation if hasattr(op, "operation") else op
+        src = op.regions[region].blocks[0]
+        self.scratch = ir.Operation.create("shlo_env.scratch", regions=1)
+        self.block = self.scratch.regions[0].blocks.append(*[a.type for a in src.arguments])
+        b = Builder.at_end(self.block)
+        outs = b.inline(src, list(self.block.arguments))
+        b.op("stablehlo.return", outs, [])
+
+    @property
+    def args(self) -> list[ir.Value]:
+        return list(self.block.arguments)
+
+    @property
+    def ops(self) -> list[ir.Operation]:
+        """The body's ops without the terminator."""
+        return [o.operation for o in self.block.operations][:-1]
+
+    @property
+    def results(self) -> list[ir.Value]:
+        return list(terminator(self.block).operands)
+
+    def close(self) -> None:
+        if self.scratch is not None:
+            self.scratch.erase()
+            self.scratch = None
+
+    def __enter__(self) -> "FlatBody":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+_EFFECTFUL_PREFIXES = ("stablehlo.custom_call", "stablehlo.send", "stablehlo.recv", "stablehlo.infeed",
+                       "stablehlo.outfeed", "stablehlo.rng", "stablehlo.all_", "stablehlo.collective",
+                       "stablehlo.reduce_scatter", "stablehlo.after_all", "stablehlo.create_token",
+                       "func.call", "shlo_env.")
+
+
+def is_pure(op) -> bool:
+    """No side effects anywhere inside `op` (so it may be moved, duplicated or dropped)."""
+    op = op.operation if hasattr(op, "operation") else op
+    for o in [op, *_walk(op)]:
+        if o.name.startswith(_EFFECTFUL_PREFIXES):
+            return False
+    return True

@@ -11,7 +11,7 @@ import math
 from jaxlib.mlir import ir
 
 from shlo_env.patterns.base import (
-    DotDims, Match, Numerics, Pattern, concat_dim, dot_dims, i64s, matmul_flops, matmul_operands,
+    DotDims, Match, Numerics, Pattern, commuted, concat_dim, dot_dims, i64s, matmul_flops, matmul_operands,
     permutation, producer, register, result_elem, scalar_operand, shape_of, single_use, splat_value, users,
 )
 
@@ -457,8 +457,8 @@ class TransposeOfDot(Pattern):
 
 @register
 class DotOverContractingConcat(Pattern):
-    """dot(concat(A1, A2), B) over the concatenated contracting dim -> A1·B[:k1] + A2·B[k1:]
-    (and the mirror image for a concatenated rhs): the sum of the partial products."""
+    """concat(A1, A2)·B -> A1·B[:k1] + A2·B[k1:] when the concatenated dim is contracted
+    (also for a concatenated rhs): the sum of the partial products."""
 
     root = "stablehlo.dot_general"
     numerics = Numerics.REASSOCIATE

@@ -86,7 +86,7 @@ def _fold_rhs(draw):
     m, k, n, bt = draw(N), draw(N), draw(N), draw(N)
     if draw(st.booleans()):
         return (lambda a, b: a @ b.T), [(m, k), (n, k)]
-    return (lambda a, b: lax.dot_general(a, lax.transpose(b, (2, 0, 1)), (((2,), (1,)), ((0,), (2,))))), \
+    return (lambda a, b: lax.dot_general(a, lax.transpose(b, (2, 0, 1)), (((2,), (1,)), ((0,), (0,))))), \
         [(bt, m, k), (k, n, bt)]
 
 

@@ -18,14 +18,11 @@ def _rng(seed: int) -> np.random.Generator:
 
 
 def _functional_train_step(model, optimizer, loss_fn):
-    """`nnx.split` (model, optimizer) once; return a pure step(state, *batch) -> (state, loss).
-
-    RNG streams a module keeps (e.g. for carry initialization) stay out of the inputs: they are
-    closed over, as typed PRNG keys cannot be program inputs."""
-    graphdef, rng_state, state = nnx.split((model, optimizer), nnx.RngState, ...)
+    """`nnx.split` (model, optimizer) once; return a pure step(state, *batch) -> (state, loss)."""
+    graphdef, state = nnx.split((model, optimizer))
 
     def train_step(state, *batch):
-        model, optimizer = nnx.merge(graphdef, rng_state, state)
+        model, optimizer = nnx.merge(graphdef, state)
         loss, grads = nnx.value_and_grad(loss_fn)(model, *batch)
         optimizer.update(model, grads)
         return nnx.state((model, optimizer)), loss
@@ -152,11 +149,15 @@ def nnx_lora_mlp():
 
 class NnxGRUEncoder(nnx.Module):
     def __init__(self, din: int, hidden: int, *, rngs: nnx.Rngs):
-        self.rnn = nnx.RNN(nnx.GRUCell(din, hidden, rngs=rngs))
+        self.hidden = hidden
+        cell = nnx.GRUCell(din, hidden, rngs=rngs)
+        cell.rngs = None  # the carry is passed in, so the cell needs no RNG stream of its own
+        self.rnn = nnx.RNN(cell, rngs=False)
         self.head = nnx.Linear(hidden, 1, rngs=rngs)
 
     def __call__(self, x):
-        return self.head(self.rnn(x)[:, -1])
+        h0 = jnp.zeros((x.shape[0], self.hidden), x.dtype)
+        return self.head(self.rnn(x, initial_carry=h0)[:, -1])
 
 
 @program("nnx_gru_train", library="flax.nnx", kind="train_step", uses=("optax",),
