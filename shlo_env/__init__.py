@@ -1,6 +1,7 @@
 """shlo_env: graph-rewrite search over StableHLO that makes JAX programs faster, never wrong."""
 
 from shlo_env import patterns
+from shlo_env.env import Env
 from shlo_env.driver import apply, augment, list_alternatives, prune, run_loop
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program, ProgramError, load, lower, save
@@ -11,6 +12,6 @@ from shlo_env.patterns.base import Match, Pattern
 __all__ = [
     "Program", "ProgramError", "lower", "load", "save", "augment", "apply", "prune", "run_loop",
     "list_alternatives", "dag_hash", "patterns", "Pattern", "Match", "Numerics", "optimize",
-    "OptimizedFunction", "Report",
+    "OptimizedFunction", "Report", "Env",
 ]
 __version__ = "0.1.0"

@@ -135,3 +135,16 @@ def canonical_hlo_text(hlo_module) -> str:
         return hlo_module.to_string(_hlo.HloPrintOptions.fingerprint())
     except (ImportError, AttributeError, TypeError):  # pragma: no cover - other jaxlib layouts
         return hlo_module.to_string()
+
+
+def hlo_cost_analysis(text: str) -> dict:
+    """XLA's HloCostAnalysis of StableHLO as written (before XLA's optimizations), on the CPU
+    client, without compiling: what `Lowered.cost_analysis()` reports. Raw dict of XLA's keys."""
+    import jax.extend.backend as jeb
+
+    try:
+        from jax._src.lib import _jax
+    except ImportError:  # pragma: no cover - older jaxlib
+        from jax._src.lib import xla_extension as _jax
+    computation = _jax.mlir.mlir_module_to_xla_computation(text, use_tuple_args=False, return_tuple=False)
+    return _jax.hlo_module_cost_analysis(jeb.get_backend("cpu"), computation.as_hlo_module())

@@ -109,11 +109,37 @@ class Program:
         self.main.walk(visit)
         return count - 1  # not the func itself
 
+    def __reduce__(self):
+        # Pickle/deepcopy through the bytecode round trip (MLIR objects are not picklable).
+        return program_from_state, (program_state(self),)
+
     def __repr__(self) -> str:
         ins = ", ".join(f"{s.dtype}{list(s.shape)}" for s in self.in_specs[:4])
         if len(self.in_specs) > 4:
             ins += f", ... ({len(self.in_specs)} inputs)"
         return f"Program({self.name!r}, inputs=[{ins}], ops={self.num_ops()})"
+
+
+def program_state(p: Program) -> dict:
+    """A picklable dict for a Program: the module as MLIR bytecode plus its calling convention."""
+    return {
+        "bytecode": p.bytecode(),
+        "in_specs": [(tuple(s.shape), np.dtype(s.dtype).str) for s in p.in_specs],
+        "out_specs": [(tuple(s.shape), np.dtype(s.dtype).str) for s in p.out_specs],
+        "in_tree": p.in_tree, "out_tree": p.out_tree,
+        "example_args": p.example_args, "name": p.name, "source": p.source,
+        "applied": tuple(p.applied), "numerics": int(p.numerics),
+    }
+
+
+def program_from_state(state: dict) -> Program:
+    import ml_dtypes  # noqa: F401  (registers bfloat16 and friends with numpy)
+
+    module = parse_module(state["bytecode"], what=state.get("name", "program"))
+    specs = lambda xs: tuple(jax.ShapeDtypeStruct(tuple(s), np.dtype(d)) for s, d in xs)  # noqa: E731
+    return Program(module, specs(state["in_specs"]), specs(state["out_specs"]), state["in_tree"],
+                   state["out_tree"], state["example_args"], state["name"], state["source"],
+                   tuple(state["applied"]), int(state["numerics"]))
 
 
 def find_main(module: ir.Module) -> ir.Operation:

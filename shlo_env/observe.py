@@ -36,6 +36,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from shlo_env import alternatives_dialect as alt_dialect
+from shlo_env.driver import is_pure
 from shlo_env.import_ import Program
 
 MAX_RANK = 8  # shapes are padded (with -1) or cut to this many dimensions, as in HloEnv
@@ -132,8 +133,11 @@ def type_info(t: ir.Type) -> _TypeInfo:
     info = _TYPE_CACHE.get(key)
     if info is not None:
         return info
-    if isinstance(t, ir.RankedTensorType) or ir.RankedTensorType.isinstance(t):
+    try:
         rt = ir.RankedTensorType(t)
+    except (ValueError, TypeError):  # tokens, tuples, unranked tensors
+        rt = None
+    if rt is not None:
         shape = tuple(int(d) if d >= 0 else -1 for d in rt.shape)
         elem = str(rt.element_type)
         static = all(d >= 0 for d in shape)
@@ -179,6 +183,7 @@ class Graph:
     node_bytes: np.ndarray         # int64 bytes over all results
     node_in_bytes: np.ndarray      # int64 bytes over all in-edges
     node_parent: np.ndarray        # int32 node of the op owning the node's region (-1: main body)
+    node_pure: np.ndarray          # bool: `driver.prune` may erase it when unused (no side effects)
     # edges (E), sorted by destination then operand slot
     edge_src: np.ndarray           # int32 producer node
     edge_dst: np.ndarray           # int32 consumer node
@@ -305,7 +310,7 @@ class _Builder:
                 mine.append(self.alternative(op, gid, alt, choice, parent))
                 continue
             node = self.add_node(name, [r.type for r in op.results], gid, alt, choice, parent,
-                                 self.uids.get(op, 0))
+                                 self.uids.get(op, 0), pure=is_pure(op))
             mine.append(node)
             for slot, v in enumerate(op.operands):
                 self.edge_from(v, node, slot)
@@ -407,6 +412,7 @@ def _finish(b: _Builder, program: Program) -> Graph:
         node_bytes=np.array([sum(t.nbytes for t in nd["infos"]) for nd in b.nodes], dtype=np.int64),
         node_in_bytes=in_bytes,
         node_parent=np.array([nd["parent"] for nd in b.nodes], dtype=np.int32),
+        node_pure=np.array([nd.get("pure", True) for nd in b.nodes], dtype=bool),
         edge_src=src,
         edge_dst=dst,
         edge_operand=np.array([x[2] for x in edges], dtype=np.int32),
@@ -530,24 +536,38 @@ def to_networkx(g: Graph):
 # --- liveness (for pictures and analyses) -----------------------------------------------------
 
 def live_nodes(g: Graph, decisions: Sequence[int] | None = None) -> np.ndarray:
-    """Which nodes the program still computes with `decisions` (default: all originals).
+    """Which nodes the program still computes with `decisions` (default: all originals): what
+    `driver.apply` keeps after pruning.
 
-    Walks back from the return node and from result-less (effectful) ops of the main body. An
-    alternatives node only follows its chosen region's edges, and only for the results that are
-    used; a live op keeps the nodes of its own nested regions. What is not reached is what
-    `driver.apply` prunes.
+    Every block's anchors stay (its terminator, ops without results, ops with side effects) and
+    so does everything they read. An alternatives node only reads its chosen region's values,
+    and only those of the results that are used; the chosen region's ops land in the
+    alternatives op's block. A nested block (a reduce or while body) is live when its op is.
     """
     decisions = [0] * g.num_alternatives if decisions is None else list(decisions)
     chosen = {int(node): int(d) for node, d in zip(g.alternative_indices, decisions)}
-    children: dict[int, list[int]] = {}
+    kids: dict[int, list[int]] = {}
     for i, p in enumerate(g.node_parent):
-        if p >= 0 and not g.node_is_alternative[p]:
-            children.setdefault(int(p), []).append(i)
+        kids.setdefault(int(p), []).append(i)
+
+    def anchor(i: int) -> bool:
+        return not g.node_is_alternative[i] and (not g.node_pure[i] or g.node_num_results[i] == 0)
+
+    def block_anchors(owner: int) -> list[int]:
+        """Anchors of the blocks owned by `owner` (-1: main), alternatives regions resolved."""
+        out = []
+        for c in kids.get(owner, []):
+            if g.node_name[c] == "parameter":
+                continue
+            if g.node_is_alternative[c]:
+                out += [x for x in kids.get(c, []) if g.node_choice[x] == chosen[c] and anchor(x)]
+            elif anchor(c):
+                out.append(c)
+        return out
+
     live = np.zeros(g.num_nodes, dtype=bool)
     needed: dict[int, set[int]] = {node: set() for node in chosen}  # used results per alternatives node
-    stack: list[tuple[int, int]] = [(g.root_index, 0)] + [
-        (i, 0) for i in range(g.num_nodes)
-        if g.node_num_results[i] == 0 and g.node_parent[i] < 0 and g.node_name[i] != "func.return"]
+    stack: list[tuple[int, int]] = [(i, 0) for i in block_anchors(-1)]
     while stack:
         i, result = stack.pop()
         if i in chosen:
@@ -562,7 +582,7 @@ def live_nodes(g: Graph, decisions: Sequence[int] | None = None) -> np.ndarray:
         if live[i]:
             continue
         live[i] = True
-        stack += [(c, 0) for c in children.get(i, [])]
+        stack += [(c, 0) for c in block_anchors(i)]
         for e in range(g.operand_offsets[i], g.operand_offsets[i + 1]):
             stack.append((int(g.edge_src[e]), int(g.edge_result[e])))
     return live

@@ -141,11 +141,27 @@ def cost_analysis(exe: Executable) -> dict:
         raw = exe.loaded.cost_analysis()
     except Exception:  # noqa: BLE001 - not every backend implements it
         return {"flops": float("nan"), "bytes": float("nan")}
+    return _cost_dict(raw)
+
+
+def _cost_dict(raw) -> dict:
+    # XLA leaves out an entry that is zero (no arithmetic, or a program returning its input).
     if isinstance(raw, list):
         raw = raw[0] if raw else {}
-    return {"flops": float(raw.get("flops", float("nan"))),
-            "bytes": float(raw.get("bytes accessed", float("nan"))),
+    return {"flops": float(raw.get("flops", 0.0)), "bytes": float(raw.get("bytes accessed", 0.0)),
             "transcendentals": float(raw.get("transcendentals", 0.0))}
+
+
+def hlo_cost(program: Program | str) -> dict:
+    """Cost analysis of the program as written, before XLA optimizes it: no compile, about a
+    millisecond. Raises CompileError if XLA cannot convert the program."""
+    try:
+        raw = _jax_compat.hlo_cost_analysis(_text_of(program))
+    except (ImportError, AttributeError) as e:  # pragma: no cover - other jaxlib versions
+        raise NotImplementedError(f"this jaxlib has no HLO cost analysis entry point ({e})") from e
+    except Exception as e:  # noqa: BLE001 - XlaRuntimeError and friends
+        raise CompileError(str(e).strip().splitlines()[0] if str(e).strip() else repr(e)) from e
+    return _cost_dict(raw)
 
 
 # --- inputs -----------------------------------------------------------------------------------
