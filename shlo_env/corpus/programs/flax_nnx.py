@@ -4,7 +4,6 @@ function, which is what `nnx.jit` does under the hood."""
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
