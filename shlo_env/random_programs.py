@@ -23,14 +23,17 @@ Public API
   rewrite patterns look for (dot chains, x@(W + A@B), x@W + x@V, sum(x@W), slice(concat),
   transpose(transpose), reshape(reshape), x*1, x+(-0.0), select(p, x, x), two dots sharing an
   operand, ...), so that patterns fire on most drawn programs.
-- `jax_programs(max_ops=8, dtypes=DEFAULT_DTYPES, kinds=None, motifs=True)`: strategy of
-  `(fn, args)`. `fn` is a `RandomFunction`: callable like any JAX function, and its `repr` is
-  the program as readable pseudo-Python (hypothesis prints it for a failing example). `args`
-  are numpy arrays (N(0,1) floats, small integers).
+  `OP_KINDS` maps each name to its entry.
+- `jax_programs(max_ops=8, dtypes=DEFAULT_DTYPES, kinds=None, motifs=True, min_ops=1)`: strategy
+  of `(fn, args)`, with `min_ops..max_ops` table steps (a motif counts as one); `kinds` restricts
+  the table to those names, `motifs=False` leaves the motifs out. `fn` is a `RandomFunction`:
+  callable like any JAX function, and its `repr` is the program as readable pseudo-Python
+  (hypothesis prints it for a failing example). `args` are numpy arrays (N(0,1) floats, small
+  integers).
 - `programs(...)`: the same, lowered with `shlo_env.import_.lower` into `Program`s.
 - `recipes(...)`: the underlying strategy of `RandomFunction`s (no arguments drawn).
-- `sample(n, ...)`: `n` distinct `(fn, args)` drawn deterministically (the same list on every
-  run), e.g. to parametrize a test with one item per program.
+- `sample(n, seed=0, ...)`: `n` distinct `(fn, args)` drawn deterministically (the same list
+  on every run for a given seed), e.g. to parametrize a test with one item per program.
 - `fire_rate(n, patterns=None, ...)`: how often `driver.augment` records at least one
   alternative on `n` drawn programs (deterministic), with a count per pattern.
 
@@ -47,6 +50,19 @@ values (exp, mul, dot, sums) only take operands small enough that the result sta
 the dtype's range: a random program that overflows to Inf would make every float comparison
 meaningless. Values nothing reads are the program's outputs, so no op is dead code. An op
 identical to an earlier one (same kind, operands and parameters) is not emitted twice.
+
+Adding an op kind: write one rule and add it to `OP_TABLE`, e.g.
+
+    def reverse(g: Gen):
+        # reverse along a non-empty set of dimensions
+        x = g.operand(want=lambda v: v.rank >= 1,             # a live value of rank >= 1, or
+                      fresh=lambda: g.shape(g.dim(1, 3)))   # a new input of rank 1..3
+        dims = tuple(g.subset(x.rank))
+        g.emit("reverse", f"reverse({x}, dims={dims})", lambda a: lax.rev(a, dims), [x],
+               [(x.shape, x.dtype, x.mag)])                 # (shape, dtype, mag) of each result
+
+The emitted function is traced by jax, and `RandomFunction` checks that every result has the
+shape and dtype the rule declared, so a wrong rule fails loudly rather than drawing nonsense.
 """
 
 from __future__ import annotations
@@ -285,8 +301,10 @@ def _mm_shape(a: tuple, b: tuple) -> tuple:
     return a[:-1] + b[1:]
 
 
-def _fmt(x) -> str:
-    return repr(tuple(x)) if isinstance(x, (list, tuple)) else repr(x)
+def _moving_perm(g: Gen, rank: int) -> tuple[int, ...]:
+    """A permutation other than the identity (jax drops identity transposes)."""
+    perm = tuple(g.draw(st.permutations(range(rank))))
+    return perm if perm != tuple(range(rank)) else perm[1:] + perm[:1]
 
 
 # --- plain op kinds: one small rule each ---------------------------------------------------------
@@ -420,9 +438,9 @@ def reshape(g: Gen):
 
 
 def transpose(g: Gen):
-    """transpose by a random permutation (rank >= 2)."""
+    """transpose by a random permutation other than the identity (rank >= 2)."""
     x = g.operand(want=lambda v: v.rank >= 2, fresh=lambda: g.shape(g.draw(st.integers(2, 3))))
-    perm = tuple(g.draw(st.permutations(range(x.rank))))
+    perm = _moving_perm(g, x.rank)
     g.emit("transpose", f"transpose({x}, {perm})", lambda a: lax.transpose(a, perm), [x],
            [(tuple(x.shape[p] for p in perm), x.dtype, x.mag)])
 
@@ -519,26 +537,27 @@ def reverse(g: Gen):
 
 # --- motifs: small clusters the rewrite patterns look for ----------------------------------------
 
-def _matrix(g: Gen, rows: int | None = None, cols: int | None = None, dtype=None, max_mag=None) -> Var:
-    """A rank-2 operand with the given rows/cols (either may be free)."""
-    def want(v: Var) -> bool:
-        return (rows is None or v.shape[0] == rows) and (cols is None or v.shape[1] == cols)
-
-    return g.operand(rank=2, dtype=dtype, max_mag=max_mag, want=want,
-                     fresh=lambda: (rows or g.dim(), cols or g.dim()))
-
-
 def _small(dtype) -> float:
-    """Operand bound for a few chained products of MAX_DIM-long sums."""
-    return MAG_LIMIT[np.dtype(dtype)] ** (1 / 3) / MAX_DIM
+    """Operand bound for motifs: about three chained products of MAX_DIM-long sums stay in range."""
+    return max(INPUT_MAG, MAG_LIMIT[np.dtype(dtype)] ** (1 / 3) / MAX_DIM)
+
+
+def _matrix(g: Gen, rows: int | None = None, cols: int | None = None, dtype=None, max_mag=None) -> Var:
+    """A rank-2 operand with the given rows/cols (either may be free), small enough to multiply
+    (`mag` at most `max_mag`, by default `_small` of its dtype)."""
+    def want(v: Var) -> bool:
+        return ((rows is None or v.shape[0] == rows) and (cols is None or v.shape[1] == cols)
+                and v.mag <= (max_mag if max_mag is not None else _small(v.dtype)))
+
+    return g.operand(rank=2, dtype=dtype, want=want, fresh=lambda: (rows or g.dim(), cols or g.dim()))
 
 
 def dot_chain(g: Gen):
     """(A·B)·C or A·(B·C), mostly in the order that needs more flops, so reassociation pays."""
-    a = _matrix(g, max_mag=_small(g.dtypes[0]))
+    a = _matrix(g)
     m, k = a.shape
     n = g.dim()
-    b = _matrix(g, rows=k, cols=n, dtype=a.dtype, max_mag=_small(a.dtype))
+    b = _matrix(g, rows=k, cols=n, dtype=a.dtype)
     c_shape = (n,) if g.coin(25) else (n, g.dim())
     c = g.operand(shape=c_shape, dtype=a.dtype, max_mag=_small(a.dtype))
     p = c_shape[1] if len(c_shape) == 2 else 1
@@ -556,19 +575,19 @@ def dot_chain(g: Gen):
 
 def low_rank_update(g: Gen):
     """x·(W + A·B) with a thin A·B (distributivity), or (W + V)·x."""
-    x = _matrix(g, max_mag=_small(g.dtypes[0]))
+    x = _matrix(g)
     m, d = x.shape
     e = g.dim()
-    w = _matrix(g, rows=d, cols=e, dtype=x.dtype, max_mag=_small(x.dtype))
+    w = _matrix(g, rows=d, cols=e, dtype=x.dtype)
     r = g.dim(1, 3)
-    a = _matrix(g, rows=d, cols=r, dtype=x.dtype, max_mag=_small(x.dtype))
-    b = _matrix(g, rows=r, cols=e, dtype=x.dtype, max_mag=_small(x.dtype))
+    a = _matrix(g, rows=d, cols=r, dtype=x.dtype)
+    b = _matrix(g, rows=r, cols=e, dtype=x.dtype)
     mag = d * x.mag * (w.mag + r * a.mag * b.mag)
     if g.coin(70):
         g.emit("low_rank_update", f"matmul({x}, add({w}, matmul({a}, {b})))",
                lambda x_, w_, a_, b_: _mm(x_, lax.add(w_, _mm(a_, b_))), [x, w, a, b], [((m, e), x.dtype, mag)])
     else:  # (W + A·B)·y with y [e, p]
-        y = _matrix(g, rows=e, dtype=x.dtype, max_mag=_small(x.dtype))
+        y = _matrix(g, rows=e, dtype=x.dtype)
         mag = e * y.mag * (w.mag + r * a.mag * b.mag)
         g.emit("low_rank_update", f"matmul(add({w}, matmul({a}, {b})), {y})",
                lambda w_, a_, b_, y_: _mm(lax.add(w_, _mm(a_, b_)), y_), [w, a, b, y],
@@ -577,18 +596,18 @@ def low_rank_update(g: Gen):
 
 def shared_dot_sum(g: Gen):
     """x·W + x·V (a common left factor) or W·x + V·x (a common right factor)."""
-    x = _matrix(g, max_mag=_small(g.dtypes[0]))
+    x = _matrix(g)
     if g.coin():
         n = g.dim()
-        w = _matrix(g, rows=x.shape[1], cols=n, dtype=x.dtype, max_mag=_small(x.dtype))
-        v = _matrix(g, rows=x.shape[1], cols=n, dtype=x.dtype, max_mag=_small(x.dtype))
+        w = _matrix(g, rows=x.shape[1], cols=n, dtype=x.dtype)
+        v = _matrix(g, rows=x.shape[1], cols=n, dtype=x.dtype)
         mag = x.shape[1] * x.mag * (w.mag + v.mag)
         g.emit("shared_dot_sum", f"add(matmul({x}, {w}), matmul({x}, {v}))",
                lambda x_, w_, v_: lax.add(_mm(x_, w_), _mm(x_, v_)), [x, w, v], [((x.shape[0], n), x.dtype, mag)])
     else:
         m = g.dim()
-        w = _matrix(g, rows=m, cols=x.shape[0], dtype=x.dtype, max_mag=_small(x.dtype))
-        v = _matrix(g, rows=m, cols=x.shape[0], dtype=x.dtype, max_mag=_small(x.dtype))
+        w = _matrix(g, rows=m, cols=x.shape[0], dtype=x.dtype)
+        v = _matrix(g, rows=m, cols=x.shape[0], dtype=x.dtype)
         mag = x.shape[0] * x.mag * (w.mag + v.mag)
         g.emit("shared_dot_sum", f"add(matmul({w}, {x}), matmul({v}, {x}))",
                lambda x_, w_, v_: lax.add(_mm(w_, x_), _mm(v_, x_)), [x, w, v], [((m, x.shape[1]), x.dtype, mag)])
@@ -596,8 +615,8 @@ def shared_dot_sum(g: Gen):
 
 def reduce_of_dot(g: Gen):
     """sum(x·W) over rows, columns, or both."""
-    x = _matrix(g, max_mag=_small(g.dtypes[0]))
-    w = _matrix(g, rows=x.shape[1], dtype=x.dtype, max_mag=_small(x.dtype))
+    x = _matrix(g)
+    w = _matrix(g, rows=x.shape[1], dtype=x.dtype)
     axes = g.choice([(0,), (1,), (0, 1)])
     full = (x.shape[0], w.shape[1])
     shape = tuple(d for i, d in enumerate(full) if i not in axes)
@@ -614,8 +633,8 @@ def slice_of_concat(g: Gen):
     y = g.operand(shape=y_shape, dtype=x.dtype)
     cat_shape = x.shape[:dim] + (x.shape[dim] + y.shape[dim],) + x.shape[dim + 1:]
     start, limit, strides, _ = _slice_params(g, cat_shape)
-    part = g.choice(["x", "y", "any"])
-    lo, hi = (0, x.shape[dim]) if part == "x" else (x.shape[dim], cat_shape[dim]) if part == "y" else (0, cat_shape[dim])
+    # along `dim`, read inside x, inside y, or anywhere
+    lo, hi = g.choice([(0, x.shape[dim]), (x.shape[dim], cat_shape[dim]), (0, cat_shape[dim])])
     s0 = g.draw(st.integers(lo, hi - 1))
     start = start[:dim] + (s0,) + start[dim + 1:]
     limit = limit[:dim] + (g.draw(st.integers(s0 + 1, hi)),) + limit[dim + 1:]
@@ -624,12 +643,6 @@ def slice_of_concat(g: Gen):
            f"slice(concatenate([{x}, {y}], dim={dim}), start={start}, limit={limit}, strides={strides})",
            lambda a, b: lax.slice(lax.concatenate([a, b], dim), start, limit, strides), [x, y],
            [(shape, x.dtype, max(x.mag, y.mag))])
-
-
-def _moving_perm(g: Gen, rank: int) -> tuple[int, ...]:
-    """A permutation other than the identity (jax drops identity transposes)."""
-    perm = tuple(g.draw(st.permutations(range(rank))))
-    return perm if perm != tuple(range(rank)) else perm[1:] + perm[:1]
 
 
 def transpose_of_transpose(g: Gen):
@@ -681,7 +694,7 @@ def select_same(g: Gen):
 
 def dots_sharing_operand(g: Gen):
     """x·W1 and x·W2 (a shared left operand), or A1·W and A2·W (a shared right one): two results."""
-    x = _matrix(g, max_mag=_small(g.dtypes[0]))
+    x = _matrix(g)
     lim = x.limit / (MAX_DIM * max(x.mag, 1.0))
     if g.coin():
         w1 = _matrix(g, rows=x.shape[1], dtype=x.dtype, max_mag=lim)
@@ -705,7 +718,7 @@ def dots_sharing_operand(g: Gen):
 
 def dot_of_concat(g: Gen):
     """x·[W1 W2] (weights concatenated by columns) or [A1; A2]·W (rows)."""
-    x = _matrix(g, max_mag=_small(g.dtypes[0]))
+    x = _matrix(g)
     lim = x.limit / (MAX_DIM * max(x.mag, 1.0))
     if g.coin():
         k = x.shape[1]
@@ -727,8 +740,8 @@ def dot_of_concat(g: Gen):
 
 def slice_of_dot(g: Gen):
     """(A·B)[rows, cols]: only part of a product is read."""
-    a = _matrix(g, max_mag=_small(g.dtypes[0]))
-    b = _matrix(g, rows=a.shape[1], dtype=a.dtype, max_mag=_small(a.dtype))
+    a = _matrix(g)
+    b = _matrix(g, rows=a.shape[1], dtype=a.dtype)
     start, limit, strides, shape = _slice_params(g, (a.shape[0], b.shape[1]))
     g.emit("slice_of_dot", f"slice(matmul({a}, {b}), start={start}, limit={limit}, strides={strides})",
            lambda x, y: lax.slice(_mm(x, y), start, limit, strides), [a, b],
@@ -762,21 +775,21 @@ OP_TABLE: tuple[OpKind, ...] = (
     # plain op kinds
     OpKind("unary", unary, 3),
     OpKind("binary", binary, 3),
-    OpKind("divide", divide),
-    OpKind("compare_select", compare_select),
-    OpKind("clamp", clamp),
+    OpKind("divide", divide, 2),
+    OpKind("compare_select", compare_select, 2),
+    OpKind("clamp", clamp, 2),
     OpKind("matmul", matmul, 3),
-    OpKind("batched_matmul", batched_matmul),
-    OpKind("broadcast_in_dim", broadcast_in_dim),
+    OpKind("batched_matmul", batched_matmul, 2),
+    OpKind("broadcast_in_dim", broadcast_in_dim, 2),
     OpKind("reshape", reshape, 2),
     OpKind("transpose", transpose, 2),
     OpKind("reduce_sum", reduce_sum, 2),
-    OpKind("reduce_max", reduce_max),
+    OpKind("reduce_max", reduce_max, 2),
     OpKind("slice", slice_, 2),
     OpKind("concatenate", concatenate, 2),
-    OpKind("convert", convert),
-    OpKind("pad", pad),
-    OpKind("reverse", reverse),
+    OpKind("convert", convert, 2),
+    OpKind("pad", pad, 2),
+    OpKind("reverse", reverse, 2),
 )
 
 OP_KINDS: dict[str, OpKind] = {k.name: k for k in OP_TABLE}
@@ -840,20 +853,22 @@ def programs(max_ops: int = 8, dtypes: Sequence[str] = DEFAULT_DTYPES, kinds: Se
     return jax_programs(max_ops, dtypes, kinds, motifs, min_ops).map(lowered)
 
 
-def sample(n: int, **strategy_kwargs) -> list[tuple[RandomFunction, tuple[np.ndarray, ...]]]:
-    """`n` distinct `(fn, args)` drawn by `jax_programs(**strategy_kwargs)`, the same on every run.
+def sample(n: int, *, seed: int = 0, **strategy_kwargs) -> list[tuple[RandomFunction, tuple[np.ndarray, ...]]]:
+    """`n` distinct `(fn, args)` drawn by `jax_programs(**strategy_kwargs)`: a fixed list per seed.
 
-    Hypothesis draws them derandomized (outside any test); programs it draws twice are kept once.
+    Hypothesis draws them outside any test from `seed`; programs it draws twice are kept once.
     Handy for parametrized tests (one test item per program) and fixed benchmark sets.
     """
     from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
 
     drawn: dict[str, tuple] = {}
 
     class Enough(Exception):
         pass
 
-    @settings(max_examples=10 * n, deadline=None, database=None, derandomize=True, phases=[Phase.generate],
+    @hypothesis_seed(seed)
+    @settings(max_examples=10 * n, deadline=None, database=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck), print_blob=False, report_multiple_bugs=False)
     @given(jax_programs(**strategy_kwargs))
     def collect(fn_args):

@@ -240,13 +240,32 @@ def promote_to_f64(text: str) -> str:
     return _LOW_FLOATS.sub("f64", text)
 
 
-def reference_outputs(program: Program, inputs: Sequence[np.ndarray]) -> list[np.ndarray] | None:
-    """Outputs of the f64-promoted program, or None if it does not compile (e.g. bitcasts)."""
+def perturb_inputs(inputs: Sequence[np.ndarray], ulps: float, seed: int = 0) -> list[np.ndarray]:
+    """Float inputs moved by `ulps` ulps (of their own dtype) with random signs, widened to f64."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for x in inputs:
+        x = np.asarray(x)
+        if _is_low_float(x) or x.dtype == np.float64:
+            from shlo_env.numerics import eps
+
+            sign = rng.choice([-1.0, 1.0], size=x.shape)
+            out.append(x.astype(np.float64) * (1.0 + ulps * eps(x.dtype) * sign))
+        else:
+            out.append(x)
+    return out
+
+
+def reference_outputs(program: Program, inputs: Sequence[np.ndarray],
+                      perturb_ulps: float = 0.0) -> list[np.ndarray] | None:
+    """Outputs of the f64-promoted program (on inputs moved by `perturb_ulps`, if given), or
+    None if it does not compile (e.g. bitcasts between widths)."""
     try:
         exe = compile(promote_to_f64(program.text()))
     except CompileError:
         return None
-    wide = [np.asarray(x, np.float64) if _is_low_float(x) else x for x in inputs]
+    wide = perturb_inputs(inputs, perturb_ulps) if perturb_ulps else \
+        [np.asarray(x, np.float64) if _is_low_float(x) else x for x in inputs]
     try:
         return execute(exe, wide)
     except Exception:  # noqa: BLE001

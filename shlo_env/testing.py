@@ -27,7 +27,7 @@ from jaxlib.mlir import ir
 from shlo_env import _jax_compat, runtime
 from shlo_env.driver import apply, augment, list_alternatives, walk_ops
 from shlo_env.import_ import Program, ir_scope, load, lower
-from shlo_env.numerics import Comparison, Numerics, compare_outputs
+from shlo_env.numerics import SENSITIVITY_ULPS, Comparison, Numerics, compare_outputs
 from shlo_env.patterns.base import Pattern, resolve
 
 # Ops the reference interpreter is known to evaluate; anything else goes to XLA (the
@@ -62,19 +62,23 @@ def evaluate(program: Program, inputs: Sequence[np.ndarray], backend: str = "aut
     """Outputs of `program`: `backend` is 'interpreter', 'xla', or 'auto' (interpreter if it can)."""
     if backend == "interpreter" or (backend == "auto" and interpretable(program)):
         with ir_scope():
-            attrs = [ir.DenseElementsAttr.get(np.ascontiguousarray(x)) for x in inputs]
+            # ascontiguousarray turns a 0-d array into shape (1,): restore the shape
+            attrs = [ir.DenseElementsAttr.get(np.ascontiguousarray(x).reshape(np.shape(x))) for x in inputs]
             outs = _jax_compat.eval_module(program.module, attrs)
         return [np.array(o).reshape(s.shape).astype(s.dtype) for o, s in zip(outs, program.out_specs)]
     return runtime.execute(runtime.compile(program), inputs)
 
 
-def reference(program: Program, inputs: Sequence[np.ndarray], backend: str = "auto"):
-    """float64 outputs of the widened program, or None when it cannot be widened."""
+def reference(program: Program, inputs: Sequence[np.ndarray], backend: str = "auto",
+              perturb_ulps: float = 0.0):
+    """float64 outputs of the widened program (on inputs moved by `perturb_ulps`), or None when
+    it cannot be widened."""
     try:
         wide = load(runtime.promote_to_f64(program.text()))
     except Exception:  # noqa: BLE001 - e.g. bitcast_convert between widths
         return None
-    wide_inputs = [np.asarray(x, np.float64) if runtime._is_low_float(x) else x for x in inputs]
+    wide_inputs = runtime.perturb_inputs(inputs, perturb_ulps) if perturb_ulps else \
+        [np.asarray(x, np.float64) if runtime._is_low_float(x) else x for x in inputs]
     try:
         return evaluate(wide, wide_inputs, backend)
     except Exception:  # noqa: BLE001
@@ -147,16 +151,19 @@ def check_rewrites(program: Program, patterns=None, *, decisions: str | int = "e
         result.num_candidates += 1
         tier = Numerics(candidate.numerics)
         if tier >= Numerics.REASSOCIATE and references is None:
-            references = [reference(program, s, backend) for s in sets]
-        checks = [(s, originals[i], references[i] if references is not None else None)
+            references = [(reference(program, s, backend),
+                           reference(program, s, backend, perturb_ulps=SENSITIVITY_ULPS)) for s in sets]
+        checks = [(s, originals[i], references[i] if references is not None else (None, None))
                   for i, s in enumerate(sets)]
         if tier == Numerics.EXACT:
             if special_originals is None:
                 special_originals = [evaluate(program, s, backend) for s in specials]
-            checks += [(s, o, None) for s, o in zip(specials, special_originals)]
-        for s, original, ref in checks:
+            checks += [(s, o, (None, None)) for s, o in zip(specials, special_originals)]
+        for s, original, (ref, sens) in checks:
             got = evaluate(candidate, s, backend)
-            cmp = compare_outputs(got, original, tier, ref if tier >= Numerics.REASSOCIATE else None)
+            if tier < Numerics.REASSOCIATE:
+                ref = sens = None
+            cmp = compare_outputs(got, original, tier, ref, sens)
             if not cmp.ok:
                 result.mismatches.append(Mismatch(vec, candidate.applied, cmp, list(s), candidate.text()))
                 if stop_at_first:
@@ -209,3 +216,7 @@ def check_pattern(pattern: type[Pattern] | Pattern, programs: st.SearchStrategy,
     if require_match and total.num_alternatives == 0:
         raise AssertionError(f"pattern {p.name!r} never fired on {max_examples} drawn programs")
     return total
+
+
+# Random programs from an op table (re-exported for users writing their own property tests).
+from shlo_env.random_programs import OP_TABLE, jax_programs, programs, recipes, sample  # noqa: E402,F401

@@ -35,3 +35,13 @@ def test_shape_and_count_mismatch():
     a = np.zeros((2, 2), np.float32)
     assert not compare_outputs([a], [a.reshape(4)], Numerics.APPROX).ok
     assert not compare_outputs([a, a], [a], Numerics.EXACT).ok
+
+
+def test_reassociate_sensitivity_covers_an_unusually_accurate_original():
+    ref = np.array([0.5], np.float64)
+    orig = np.array([0.5], np.float32)  # happens to be exact: the original's own error is 0
+    cand = np.array([0.5 + 3e-6], np.float32)  # a few ulps of the terms that were summed
+    assert not compare_outputs([cand], [orig], Numerics.REASSOCIATE, [ref]).ok
+    moved = ref + 5e-6  # the exact result moves this much when inputs move by a few ulps
+    assert compare_outputs([cand], [orig], Numerics.REASSOCIATE, [ref], [moved]).ok
+    assert not compare_outputs([cand + 1e-3], [orig], Numerics.REASSOCIATE, [ref], [moved]).ok
