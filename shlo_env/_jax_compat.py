@@ -62,8 +62,14 @@ def compile_options(disabled_passes: tuple[str, ...] = ()):
         opts = xc.CompileOptions()
     if disabled_passes:
         debug = opts.executable_build_options.debug_options
-        # Assigning replaces the list, so merge with what is already disabled.
-        debug.xla_disable_hlo_passes = list(debug.xla_disable_hlo_passes) + list(disabled_passes)
+        # Assigning replaces what is there, so merge with what is already disabled. jaxlib 0.10
+        # exposes the repeated field as one comma-separated string; older ones as a list.
+        current = debug.xla_disable_hlo_passes
+        if isinstance(current, str):
+            names = [p for p in current.split(",") if p] + [p for p in disabled_passes if p not in current.split(",")]
+            debug.xla_disable_hlo_passes = ",".join(names)
+        else:  # pragma: no cover - jaxlib versions with a list-valued field
+            debug.xla_disable_hlo_passes = list(current) + [p for p in disabled_passes if p not in current]
     return opts
 
 

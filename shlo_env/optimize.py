@@ -4,6 +4,13 @@ lower -> search (strategies in `shlo_env.search`, every candidate verified then 
 worker process) -> confirm the winner with a second measurement -> build a callable and check
 it once more in this process against `jax.jit(fn)`, on outputs and on time. If anything is not
 better beyond the measured noise, the callable is `jax.jit(fn)` itself.
+
+With `passes=True` the search may also disable XLA passes (macro actions, see
+`shlo_env.search.passes`). A winner with disabled passes is built as
+`jax.jit(exported.call, compiler_options={"xla_disable_hlo_passes": ...})`, so the callable
+compiles with the same passes off; the in-process check times exactly that callable. (Called
+inside another jitted function, the callable is inlined into the caller's program and compiled
+with the caller's options: the rewrites stay, the disabled passes do not.)
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from shlo_env.import_ import Program, lower
 from shlo_env.numerics import Numerics, compare_outputs
 from shlo_env.patterns.base import resolve
 from shlo_env.search import Evaluator, get_strategy
-from shlo_env.search.base import Progress, SearchContext, decision_space
+from shlo_env.search import passes as pass_actions
+from shlo_env.search.base import Progress, SearchContext, auto_strategy
 from shlo_env.worker import CandidateError, Worker, default_timeout
 
 
@@ -47,6 +55,15 @@ class Report:
     total_s: float = 0.0
     original_hash: str = ""
     optimized_hash: str = ""
+    disabled_passes: tuple[str, ...] = ()  # XLA passes the returned callable compiles without
+    pass_actions: tuple[str, ...] = ()  # passes the search was allowed to disable
+    decision_space: int = 1  # decision vectors at the root (pass toggles included)
+    strategy_info: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.candidates_evaluated + self.cache_hits
+        return self.cache_hits / total if total else 0.0
 
     @property
     def speedup(self) -> float:
@@ -61,13 +78,16 @@ class Report:
                          f"(ratio {self.ratio:.3f}; noise {self.noise:.3f}, accept below {self.threshold:.3f})")
         if self.applied:
             lines.append(f"  rewrites: {', '.join(self.applied)} ({self.numerics})")
+        if self.disabled_passes:
+            lines.append(f"  XLA passes disabled: {', '.join(self.disabled_passes)}")
         if self.verification:
             lines.append(f"  verified: {self.verification}")
         if self.reason:
             lines.append(f"  why: {self.reason}")
         fails = ", ".join(f"{k} {v}" for k, v in sorted(self.failures.items()))
-        lines.append(f"  search: {self.candidates_evaluated} candidates, {self.cache_hits} cache hits"
-                     + (f", rejected: {fails}" if fails else "") + f", {self.search_s:.1f} s")
+        lines.append(f"  search: {self.candidates_evaluated} candidates, {self.cache_hits} cache hits "
+                     f"({self.hit_rate:.0%})" + (f", rejected: {fails}" if fails else "")
+                     + f", {self.search_s:.1f} s of {self.total_s:.1f} s")
         return "\n".join(lines)
 
 
@@ -91,15 +111,19 @@ class OptimizedFunction:
         return f"<OptimizedFunction {self.__name__}: {self.report.speedup:.2f}x vs jax.jit>"
 
 
-def exported_callable(fn: Callable, args: Sequence, program: Program) -> Callable:
+def exported_callable(fn: Callable, args: Sequence, program: Program,
+                      disabled_passes: Sequence[str] = ()) -> Callable:
     """`jax.jit` of a `jax.export.Exported` whose module is `program`: jax's fast dispatch path,
-    argument checking, and composition inside other jitted functions."""
+    argument checking, and composition inside other jitted functions. With `disabled_passes`,
+    XLA compiles it with those passes off (`xla_disable_hlo_passes`)."""
     from jax import export
 
     exp = export.export(jax.jit(fn))(*args)
     exp = dataclasses.replace(
         exp, mlir_module_serialized=_jax_compat.serialize_portable(program.text()),
         module_kept_var_idx=tuple(range(len(program.in_specs))))
+    if disabled_passes:
+        return jax.jit(exp.call, compiler_options={"xla_disable_hlo_passes": ",".join(disabled_passes)})
     return jax.jit(exp.call)
 
 
@@ -120,24 +144,27 @@ def time_callables(fns: Sequence[Callable], args: Sequence, runs: int = 10, warm
     return best
 
 
-def _auto_strategy(ctx: SearchContext) -> str:
-    _, alts = ctx.expand(ctx.original)
-    return "exhaustive" if decision_space(alts) <= 4096 else "pick-first"
-
-
 def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_s: float = 120.0,
              max_steps: int = 6, num_random: int = 3, seed: int = 0, min_gain: float = 0.03,
              progress: bool | None = None, timeout_s: float | None = None,
-             name: str | None = None) -> OptimizedFunction:
+             name: str | None = None, passes: bool | Sequence[str] = False,
+             strategy_options: dict | None = None) -> OptimizedFunction:
     """Search rewrites of `fn` lowered on `args`; return a callable at least as fast as jax.jit(fn).
 
     Args:
       patterns: Pattern classes/instances/names (default: every value-preserving pattern).
-      strategy: a name from `shlo_env.search.strategies()`, or "auto".
-      budget_s: wall-clock budget for the whole call (search, confirmation, final check).
+      strategy: a name from `shlo_env.search.strategies()`, or "auto" (by decision-space size:
+        exhaustive when small, beam search, factorized MCTS when large).
+      budget_s: wall-clock budget for the whole call (search, confirmation, final check); the
+        search gets about three quarters of it and a compile or run still going near the end
+        is abandoned.
       num_random: seeded random input sets used to verify candidates, besides `args`.
       min_gain: the smallest speedup worth taking (raised to twice the measured noise).
+      progress: show a live line (best ratio, candidates evaluated, cache hits) on stderr.
       timeout_s: per compile/run limit in the worker (a hang costs one candidate).
+      passes: also let the search disable XLA passes: True for the platform's candidates
+        (`shlo_env.search.passes.candidate_passes()`), or a list of pass names.
+      strategy_options: keyword options for the strategy (e.g. {"alpha": 1.0} for beam).
     """
     t0 = time.perf_counter()
     deadline = t0 + budget_s
@@ -146,19 +173,25 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
     program = lower(fn, *args, name=name)
     report = Report(name=name, strategy=str(strategy))
     progress = progress if progress is not None else False
+    offered = pass_actions.resolve(passes)
+    report.pass_actions = offered
 
     def keep_original(reason: str) -> OptimizedFunction:
         report.returned_original = True
         report.reason = reason
         report.ratio = 1.0
+        report.disabled_passes = ()
         report.total_s = time.perf_counter() - t0
         return OptimizedFunction(fn, jitted, report, None, program)
 
     from shlo_env.hashing import dag_hash
 
     report.original_hash = dag_hash(program)
-    with Evaluator(program, worker=Worker(timeout_s or default_timeout()), num_random=num_random,
-                   seed=seed) as evaluator:
+    # Time plan: search until 75% of the budget; no worker request may run past 85%; the rest
+    # confirms the winner and checks the callable in this process.
+    worker = Worker(timeout_s or default_timeout())
+    with Evaluator(program, worker=worker, num_random=num_random, seed=seed,
+                   hard_deadline=t0 + 0.85 * budget_s) as evaluator:
         try:
             noise = evaluator.measure_noise()
         except CandidateError as e:
@@ -166,29 +199,38 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
         report.noise = noise
         threshold = 1.0 - max(min_gain, 2.0 * noise)
         report.threshold = threshold
-        bar = Progress(progress, label=f"optimize {name}")
-        # Keep a fifth of the budget for confirming and checking the winner.
-        ctx = SearchContext(program, resolve(patterns), evaluator, deadline=t0 + 0.8 * budget_s,
-                            max_steps=max_steps, progress=bar, threshold=threshold)
-        chosen = strategy if strategy != "auto" else _auto_strategy(ctx)
-        report.strategy = chosen
+        bar = Progress(progress, label=f"optimize {name}", budget_s=budget_s)
+        ctx = SearchContext(program, resolve(patterns), evaluator, deadline=t0 + 0.75 * budget_s,
+                            max_steps=max_steps, progress=bar, threshold=threshold, passes=offered, seed=seed)
+        root = ctx.expand(ctx.root)
+        report.decision_space = root.size
+        chosen = strategy if strategy != "auto" else auto_strategy(root)
+        report.strategy = chosen if isinstance(chosen, str) else getattr(chosen, "name", str(chosen))
+        bar.label = f"{report.strategy} {name}"
         t_search = time.perf_counter()
+        searcher = get_strategy(chosen, **(strategy_options or {}))
         try:
-            best = get_strategy(chosen).search(ctx)
+            best = searcher.search(ctx)
         finally:
-            bar.close()
+            bar.close(evaluator, ctx.best)
         report.search_s = time.perf_counter() - t_search
+        report.strategy_info = dict(searcher.info)
         stats = evaluator.stats
         report.candidates_evaluated, report.cache_hits = stats.evaluated, stats.cache_hits
         report.failures = dict(stats.failures)
         report.baseline_s = evaluator.baseline_s
-        if best.hash == report.original_hash or not best.ok:
-            return keep_original("no rewrite verified faster than the original beyond noise"
-                                 if stats.evaluated else "no pattern matched")
+        if best.key == evaluator.original_key or not best.ok:
+            if root.size <= 1:
+                return keep_original("no pattern matched")
+            return keep_original("no candidate was verified faster than the original"
+                                 if stats.evaluated else "the search evaluated no candidate")
         if best.ratio >= threshold:
             return keep_original(f"best candidate ratio {best.ratio:.3f} is within noise (threshold {threshold:.3f})")
-        if time.perf_counter() < deadline:
-            confirm = evaluator.retime(best)
+        if deadline - time.perf_counter() > 0.1 * budget_s:
+            try:
+                confirm = evaluator.retime(best)
+            except CandidateError as e:
+                return keep_original(f"best candidate could not be timed again ({e})")
             if confirm >= threshold:
                 return keep_original(f"best candidate did not confirm: ratio {best.ratio:.3f} then {confirm:.3f}")
         first_inputs = evaluator.inputs(0)
@@ -203,13 +245,13 @@ def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out,
     """Build the optimized callable and check it in this process against jax.jit(fn)."""
     chosen = best.program
     try:
-        call = exported_callable(fn, args, chosen)
+        call = exported_callable(fn, args, chosen, best.passes)
         call_args = jax.tree_util.tree_unflatten(program.in_tree, runtime.to_device(flat_inputs))[0]
         got = jax.tree_util.tree_leaves(call(*call_args))
         want = jax.tree_util.tree_leaves(jitted(*call_args))
     except Exception as e:  # noqa: BLE001 - any failure here means: keep jax.jit
         return keep_original(f"could not build the optimized callable: {type(e).__name__}: {e}")
-    tier = Numerics(chosen.numerics)
+    tier = best.numerics
     ref = reference_out if tier >= Numerics.REASSOCIATE else None
     cmp = compare_outputs([np.asarray(g) for g in got], [np.asarray(w) for w in want], tier, ref)
     if not cmp.ok:
@@ -222,8 +264,9 @@ def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out,
                              f"(worker measured {best.ratio:.3f})")
     report.returned_original = False
     report.applied = chosen.applied
+    report.disabled_passes = best.passes
     report.numerics = tier.name
-    report.optimized_hash = best.hash
+    report.optimized_hash = best.key
     c = best.comparison
     sets = "example args + random sets" if program.example_args is not None else "random sets"
     report.verification = (f"{tier.name} tier on {sets} in a worker, then against jax.jit in-process"

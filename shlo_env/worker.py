@@ -47,11 +47,17 @@ def serve(conn) -> None:
             elif cmd == "reference":
                 from shlo_env.import_ import load
 
-                text, key = args
-                result = runtime.reference_outputs(load(text), inputs[key][1])
+                text, key, perturb_ulps = args
+                result = runtime.reference_outputs(load(text), inputs[key][1], perturb_ulps)
             elif cmd == "time":
                 texts, key, runs, warmup, min_seconds, passes = args
                 exes = [runtime.compile(t, passes) for t in texts]
+                result = runtime.compare(exes, inputs[key][0], runs=runs, warmup=warmup,
+                                         min_seconds=min_seconds)
+            elif cmd == "time_each":
+                # like "time", but each program compiled with its own disabled XLA passes
+                items, key, runs, warmup, min_seconds = args
+                exes = [runtime.compile(t, passes) for t, passes in items]
                 result = runtime.compare(exes, inputs[key][0], runs=runs, warmup=warmup,
                                          min_seconds=min_seconds)
             elif cmd == "cost":
@@ -176,14 +182,21 @@ class Worker:
             timeout_s: float | None = None) -> list[np.ndarray]:
         return self._call("run", (text, input_key, tuple(disabled_passes)), input_key, timeout_s)
 
-    def reference(self, text: str, input_key: str, timeout_s: float | None = None):
-        """float64 reference outputs of `text` (None if it cannot be widened)."""
-        return self._call("reference", (text, input_key), input_key, timeout_s)
+    def reference(self, text: str, input_key: str, timeout_s: float | None = None, perturb_ulps: float = 0.0):
+        """float64 reference outputs of `text` (None if it cannot be widened), optionally on
+        inputs moved by `perturb_ulps` ulps (the sensitivity used by the REASSOCIATE tier)."""
+        return self._call("reference", (text, input_key, perturb_ulps), input_key, timeout_s)
 
     def time(self, texts: Sequence[str], input_key: str, runs: int = 10, warmup: int = 3,
              min_seconds: float = 0.0, disabled_passes: Sequence[str] = (), timeout_s: float | None = None):
         return self._call("time", (list(texts), input_key, runs, warmup, min_seconds, tuple(disabled_passes)),
                           input_key, timeout_s)
+
+    def time_each(self, items: Sequence[tuple[str, Sequence[str]]], input_key: str, runs: int = 10,
+                  warmup: int = 3, min_seconds: float = 0.0, timeout_s: float | None = None):
+        """Like `time`, with each program's own disabled XLA passes: items are (text, passes)."""
+        items = [(t, tuple(p)) for t, p in items]
+        return self._call("time_each", (items, input_key, runs, warmup, min_seconds), input_key, timeout_s)
 
     def cost(self, text: str, disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> dict:
         return self._call("cost", (text, tuple(disabled_passes)), None, timeout_s)

@@ -40,6 +40,11 @@ __all__ = [
     "Pattern", "Match", "Numerics", "register", "all_patterns", "default_patterns", "get",
     "producer", "single_use", "static_shape", "splat_value", "constant_value", "commuted",
     "dot_dims", "DotDims", "is_float", "is_integer", "shape_of", "dtype_of", "i64s", "users",
+    # added with the pattern library (issue 6)
+    "ELEMENTWISE", "UNARY_ELEMENTWISE", "BINARY_ELEMENTWISE", "COMMUTATIVE", "DATA_MOVEMENT",
+    "is_elementwise", "concat_dim", "slice_params", "permutation", "broadcast_dims", "comparison",
+    "Scalar", "scalar_operand", "operand_kinds", "operands_through", "depends_on", "captured_values", "callee",
+    "static_trip_count", "LoopInfo", "body_size", "FlatBody", "is_pure", "reduce_body",
 ]
 
 
@@ -412,6 +417,21 @@ def scalar_operand(value: ir.Value) -> Scalar | None:
     return None
 
 
+def operand_kinds(op) -> list:
+    """How each operand of elementwise `op` follows a change of its shape: a `Scalar` (re-create
+    it at the new shape), "same" (a rank-0 operand of a select/clamp: keep it), or "x" (a
+    full-shape tensor: move it the way the result moves)."""
+    out_rank = len(static_shape(op.result) or ())
+    kinds = []
+    for v in op.operands:
+        if out_rank and static_shape(v) == ():
+            kinds.append("same")
+            continue
+        s = scalar_operand(v)
+        kinds.append(s if s is not None else "x")
+    return kinds
+
+
 def operands_through(op, through: str):
     """For an elementwise `op`, split its operands into those produced by a `through` op and
     scalars. Returns (kinds, producers) with kinds[i] = 'x' (a `through` producer, its op in
@@ -431,20 +451,6 @@ def operands_through(op, through: str):
     if "x" not in kinds:
         return None
     return kinds, prods
-
-
-def rebuild_elementwise(b, op, operands: Sequence[ir.Value], shape: Sequence[int]) -> ir.Value:
-    """`op` (elementwise) again on new operands with result shape `shape`."""
-    from shlo_env.tensor_types import tensor_type
-
-    attrs = {a.name: a.attr for a in (op.operation.attributes[i] for i in range(len(op.operation.attributes)))}
-    t = tensor_type(shape, element_type_of(op.result))
-    return b.op(op.operation.name, list(operands), [t], attrs).result
-
-
-def same_block_later(first, second) -> bool:
-    a, c = first.operation, second.operation
-    return a.block == c.block and a.is_before_in_block(c)
 
 
 def depends_on(value: ir.Value, op, limit: int = 256) -> bool:
@@ -535,56 +541,6 @@ def callee(call) -> ir.Operation | None:
 def terminator(block: ir.Block) -> ir.Operation:
     ops = list(block.operations)
     return ops[-1].operation
-
-
-def leaf_uses(value: ir.Value) -> list[tuple[ir.Operation, int]] | None:
-    """Uses of `value`, following `func.call` operands into the callee's argument (JAX lowers
-    loop bodies as calls). Returns (op, operand index) pairs, or None when a callee is unknown
-    or is called more than once (then one argument stands for several values)."""
-    out = []
-    for use in value.uses:
-        owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
-        if owner.name == "func.call":
-            f = callee(owner)
-            if f is None or _call_count(f) != 1:
-                return None
-            inner = leaf_uses(f.regions[0].blocks[0].arguments[use.operand_number])
-            if inner is None:
-                return None
-            out.extend(inner)
-        else:
-            out.append((owner, use.operand_number))
-    return out
-
-
-def _call_count(func: ir.Operation) -> int:
-    name = ir.StringAttr(func.attributes["sym_name"]).value
-    module = func.parent
-    count = 0
-    for f in module.regions[0].blocks[0].operations:
-        for inner in _walk(f.operation):
-            if inner.name == "func.call" and ir.FlatSymbolRefAttr(inner.attributes["callee"]).value == name:
-                count += 1
-    return count
-
-
-def definition(value: ir.Value) -> ir.Value:
-    """`value`, or what a `func.call` result returns inside the callee (followed repeatedly)."""
-    while isinstance(value, ir.OpResult) and value.owner.operation.name == "func.call":
-        f = callee(value.owner)
-        if f is None or _call_count(f) != 1:
-            return value
-        ret = terminator(f.regions[0].blocks[0])
-        value = ret.operands[value.result_number]
-    return value
-
-
-def argument_of(value: ir.Value):
-    """(block, index) when `value` is a block argument (following callee args back to the call's
-    operand is the caller's business), else None."""
-    if isinstance(value, ir.BlockArgument):
-        return value.owner, value.arg_number
-    return None
 
 
 class LoopInfo:

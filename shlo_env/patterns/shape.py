@@ -4,8 +4,8 @@ ops moved through them in both directions (all exact: data movement only)."""
 from __future__ import annotations
 
 from shlo_env.patterns.base import (
-    ELEMENTWISE, Match, Pattern, broadcast_dims, i64s, is_elementwise, is_identity_perm, operands_through,
-    permutation, producer, register, scalar_operand, shape_of, single_use,
+    ELEMENTWISE, Match, Pattern, broadcast_dims, i64s, is_elementwise, is_identity_perm, operand_kinds,
+    operands_through, permutation, producer, register, shape_of, single_use,
 )
 
 
@@ -151,13 +151,10 @@ def _hoist_match(op, through: str):
     inner = producer(op.operands[0])
     if inner is None or not is_elementwise(inner) or not single_use(op.operands[0]):
         return None
-    kinds = []
-    for v in inner.operands:
-        s = scalar_operand(v)
-        kinds.append(s if s is not None else "x")
+    kinds = operand_kinds(inner)
     if "x" not in kinds:
         return None
-    return Match(f=inner, kinds=kinds, inputs=[v if k == "x" else None for k, v in zip(kinds, inner.operands)],
+    return Match(f=inner, kinds=kinds, inputs=[v if k in ("x", "same") else None for k, v in zip(kinds, inner.operands)],
                  move=op, outer_shape=shape_of(op.result.type))
 
 
@@ -185,7 +182,8 @@ class TransposeOfElementwise(Pattern):
 
     def rewrite(self, b, m):
         p = permutation(m.move)
-        ops = [b.transpose(x, p) if k == "x" else k.at(b, m.outer_shape) for k, x in zip(m.kinds, m.inputs)]
+        ops = [b.transpose(x, p) if k == "x" else x if k == "same" else k.at(b, m.outer_shape)
+               for k, x in zip(m.kinds, m.inputs)]
         return b.like(m.f, ops, m.outer_shape)
 
 
@@ -212,7 +210,7 @@ class ReshapeOfElementwise(Pattern):
         return _hoist_match(op, "stablehlo.reshape")
 
     def rewrite(self, b, m):
-        ops = [b.reshape(x, m.outer_shape) if k == "x" else k.at(b, m.outer_shape)
+        ops = [b.reshape(x, m.outer_shape) if k == "x" else x if k == "same" else k.at(b, m.outer_shape)
                for k, x in zip(m.kinds, m.inputs)]
         return b.like(m.f, ops, m.outer_shape)
 
@@ -248,6 +246,6 @@ class BroadcastOfElementwise(Pattern):
 
     def rewrite(self, b, m):
         dims = broadcast_dims(m.move)
-        ops = [b.broadcast_in_dim(x, m.outer_shape, dims) if k == "x" else k.at(b, m.outer_shape)
+        ops = [b.broadcast_in_dim(x, m.outer_shape, dims) if k == "x" else x if k == "same" else k.at(b, m.outer_shape)
                for k, x in zip(m.kinds, m.inputs)]
         return b.like(m.f, ops, m.outer_shape)

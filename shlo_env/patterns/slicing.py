@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from jaxlib.mlir import ir
-
 from shlo_env.patterns.base import (
-    Match, Pattern, broadcast_dims, concat_dim, i64s, is_elementwise, producer, register, scalar_operand,
+    Match, Pattern, broadcast_dims, concat_dim, i64s, is_elementwise, operand_kinds, producer, register,
     shape_of, single_use, slice_params,
 )
 
@@ -178,18 +176,15 @@ class SliceOfElementwise(Pattern):
         f = producer(op.operands[0])
         if f is None or not is_elementwise(f) or not single_use(op.operands[0]):
             return None
-        kinds = []
-        for v in f.operands:
-            s = scalar_operand(v)
-            kinds.append(s if s is not None else "x")
+        kinds = operand_kinds(f)
         if "x" not in kinds:
             return None
         start, limit, strides = slice_params(op)
-        return Match(f=f, kinds=kinds, inputs=[v if k == "x" else None for k, v in zip(kinds, f.operands)],
+        return Match(f=f, kinds=kinds, inputs=[v if k in ("x", "same") else None for k, v in zip(kinds, f.operands)],
                      start=start, limit=limit, strides=strides, shape=shape_of(op.result.type))
 
     def rewrite(self, b, m):
-        ops = [b.slice(x, m.start, m.limit, m.strides) if k == "x" else k.at(b, m.shape)
+        ops = [b.slice(x, m.start, m.limit, m.strides) if k == "x" else x if k == "same" else k.at(b, m.shape)
                for k, x in zip(m.kinds, m.inputs)]
         return b.like(m.f, ops, m.shape)
 

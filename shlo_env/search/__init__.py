@@ -1,11 +1,23 @@
 """Decision makers behind one interface: `get_strategy(name)`, `strategies()`.
 
-The shared `Evaluator` verifies then times candidates, cached by DAG hash.
+    pick-first   the paper's heuristic (Algorithm 1 with the first rewrite everywhere)
+    exhaustive   stepwise: every decision vector when few, else each single choice
+    random       random walks
+    beam         the paper's beam search (depth-first stack, T(child) >= alpha*T(parent) pruned)
+    mcts         the paper's factorized MCTS (marginal Q/N per alternatives op, MuZero UCB)
+    cost-model   greedy by XLA's cost analysis, timing only the most promising candidates
+
+The shared `Evaluator` verifies then times states, cached by (DAG hash, disabled XLA passes);
+XLA's own passes can join the action space as macro actions (`shlo_env.search.passes`).
 """
 
-from shlo_env.search.base import SearchContext, Strategy, get_strategy, register_strategy, strategies
+from shlo_env.search.base import (
+    Dim, Expansion, Progress, SearchContext, State, Strategy, auto_strategy, get_strategy, register_strategy,
+    strategies,
+)
 from shlo_env.search.evaluator import Evaluation, Evaluator
-from shlo_env.search import stepwise  # noqa: F401,E402  (registers pick-first, exhaustive)
+from shlo_env.search import stepwise, random_search, beam, mcts, cost_model  # noqa: F401,E402  (register)
+from shlo_env.search import passes  # noqa: E402
 
-__all__ = ["Evaluation", "Evaluator", "SearchContext", "Strategy", "get_strategy", "register_strategy",
-           "strategies"]
+__all__ = ["Dim", "Evaluation", "Evaluator", "Expansion", "Progress", "SearchContext", "State", "Strategy",
+           "auto_strategy", "get_strategy", "passes", "register_strategy", "strategies"]

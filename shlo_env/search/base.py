@@ -1,8 +1,17 @@
 """The interface every decision maker implements, and what they share.
 
-A `Strategy` gets a `SearchContext`: the original program, the patterns, a shared `Evaluator`
-(verify + time, cached by DAG hash), a deadline, and a progress line. It returns the best
-verified `Evaluation` it found (the original, ratio 1.0, if nothing better).
+A search state is a `State`: a program plus the XLA passes disabled when compiling it. From a
+state, `SearchContext.expand` gives an `Expansion`: the program augmented with every pattern
+(dry mode) and its *decision dimensions*: one per alternatives op (choice 0 keeps the
+original, choice k takes pattern k's rewrite) and, when the search may use XLA's passes as
+macro actions, one per pass not yet disabled (choice 0 keeps it, 1 disables it). A decision
+vector picks one choice per dimension; `SearchContext.child` applies it (the paper's Algorithm
+1 step) and gives the next state. All-zero vectors are the "stop" action.
+
+A `Strategy` gets a `SearchContext`: the original, the patterns, the pass actions, a shared
+`Evaluator` (verify + time, cached by (DAG hash, disabled passes)), a deadline, and a progress
+line. It returns the best verified `Evaluation` it found (the original, ratio 1.0, if nothing
+better). Strategies register by name (`register_strategy`) and are built with `get_strategy`.
 """
 
 from __future__ import annotations
@@ -10,48 +19,186 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import random
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
-from shlo_env.driver import apply, augment, list_alternatives
+from shlo_env.driver import ApplyError, apply, augment, list_alternatives
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
 from shlo_env.search.evaluator import Evaluation, Evaluator
+from shlo_env.search.passes import describe, normalize, state_key
 
+
+# --- states and decisions -----------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class State:
+    """A program and the XLA passes disabled when it is compiled (sorted, unique)."""
+
+    program: Program
+    hash: str
+    passes: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, program: Program, passes=()) -> "State":
+        return cls(program, dag_hash(program), normalize(passes))
+
+    @property
+    def key(self) -> str:
+        return state_key(self.hash, self.passes)
+
+    def __repr__(self) -> str:
+        what = list(self.program.applied) + [f"-{p}" for p in self.passes]
+        return f"State({self.hash[:8]}: {', '.join(what) or 'original'})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Dim:
+    """One decision: an alternatives op ("rewrite") or an XLA pass toggle ("pass")."""
+
+    kind: str
+    labels: tuple[str, ...]  # labels[0] is the no-change choice
+    index: int  # alternatives index, or position in Expansion.passes
+
+    @property
+    def num_choices(self) -> int:
+        return len(self.labels)
+
+
+@dataclasses.dataclass(eq=False)
+class Expansion:
+    """A state's decision dimensions: its alternatives ops, then the pass toggles."""
+
+    state: State
+    augmented: Program | None
+    alts: list
+    passes: tuple[str, ...]  # passes offered (not yet disabled), one "pass" dim each
+    dims: list[Dim]
+
+    @property
+    def num_rewrites(self) -> int:
+        return len(self.alts)
+
+    @property
+    def size(self) -> int:
+        """Number of decision vectors (the stop vector included)."""
+        return math.prod(d.num_choices for d in self.dims) if self.dims else 1
+
+    @property
+    def rewrite_space(self) -> int:
+        return math.prod(a.num_choices for a in self.alts) if self.alts else 1
+
+    def describe(self, vec: Sequence[int]) -> str:
+        picks = [d.labels[c] for d, c in zip(self.dims, vec) if c]
+        return ", ".join(picks) if picks else "stop"
+
+
+def is_stop(vec: Sequence[int]) -> bool:
+    return not any(vec)
+
+
+def pick_first_vector(dims: Sequence[Dim]) -> list[int]:
+    """The paper's pick-first: the first rewrite at every alternatives op; passes untouched."""
+    return [1 if d.kind == "rewrite" and d.num_choices > 1 else 0 for d in dims]
+
+
+def one_hot_vectors(dims: Sequence[Dim]) -> Iterator[list[int]]:
+    """Each single choice taken alone (rewrites first, then pass toggles)."""
+    for i, d in enumerate(dims):
+        for k in range(1, d.num_choices):
+            vec = [0] * len(dims)
+            vec[i] = k
+            yield vec
+
+
+def all_vectors(dims: Sequence[Dim]) -> Iterator[list[int]]:
+    """Every decision vector except the stop vector."""
+    for vec in itertools.product(*[range(d.num_choices) for d in dims]):
+        if any(vec):
+            yield list(vec)
+
+
+def random_vector(dims: Sequence[Dim], rng: random.Random, pass_prob: float = 0.1) -> list[int]:
+    """A uniformly random choice per alternatives op; each pass disabled with `pass_prob`."""
+    vec = []
+    for d in dims:
+        if d.kind == "pass":
+            vec.append(1 if rng.random() < pass_prob else 0)
+        else:
+            vec.append(rng.randrange(d.num_choices))
+    return vec
+
+
+def decision_space(dims_or_alts) -> int:
+    return math.prod(d.num_choices for d in dims_or_alts) if dims_or_alts else 1
+
+
+# --- progress -----------------------------------------------------------------------------------
 
 class Progress:
-    """A live line: best ratio so far, candidates evaluated, cache hits (tqdm when on a tty)."""
+    """A live line: strategy, elapsed/budget, best ratio so far, candidates evaluated, cache hits.
 
-    def __init__(self, enabled: bool, label: str = "search"):
+    On a terminal it rewrites one line in place; elsewhere (logs, CI) it prints a line every
+    `interval_s` seconds. `lines` keeps what was shown (for tests and reports).
+    """
+
+    def __init__(self, enabled: bool, label: str = "search", *, stream=None, interval_s: float = 5.0,
+                 budget_s: float | None = None):
         self.enabled = enabled
         self.label = label
-        self._bar = None
-        if enabled:
-            try:
-                from tqdm import tqdm
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval_s = 0.1 if self.tty else interval_s
+        self.budget_s = budget_s
+        self.start = time.perf_counter()
+        self._last = -math.inf
+        self.lines: list[str] = []
+        self._width = 0
 
-                self._bar = tqdm(desc=label, unit="cand", leave=False, file=sys.stderr,
-                                 disable=not sys.stderr.isatty())
-            except ImportError:  # pragma: no cover - tqdm is a dependency
-                self._bar = None
+    def line(self, evaluator: Evaluator, best: Evaluation, note: str = "") -> str:
+        s = evaluator.stats
+        elapsed = time.perf_counter() - self.start
+        budget = f"/{self.budget_s:.0f}" if self.budget_s else ""
+        fails = sum(s.failures.values())
+        return (f"{self.label}: {elapsed:5.1f}{budget} s | best {best.ratio:.3f} ({best.speedup:.2f}x) | "
+                f"{s.evaluated} evaluated, {s.cache_hits} cache hits ({s.hit_rate:.0%})"
+                + (f", {fails} rejected" if fails else "") + (f" | {note}" if note else ""))
 
-    def update(self, evaluator: Evaluator, best: Evaluation) -> None:
+    def update(self, evaluator: Evaluator, best: Evaluation, note: str = "", force: bool = False) -> None:
         if not self.enabled:
             return
-        s = evaluator.stats
-        if self._bar is not None and not self._bar.disable:
-            self._bar.n = s.evaluated
-            self._bar.set_postfix(best=f"{best.ratio:.3f}", evaluated=s.evaluated, hits=s.cache_hits,
-                                  refresh=True)
+        now = time.perf_counter()
+        if not force and now - self._last < self.interval_s:
+            return
+        self._last = now
+        text = self.line(evaluator, best, note)
+        self.lines.append(text)
+        if self.tty:
+            pad = max(0, self._width - len(text))
+            self.stream.write("\r" + text + " " * pad)
+            self._width = len(text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
 
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
+    def close(self, evaluator: Evaluator | None = None, best: Evaluation | None = None) -> None:
+        if not self.enabled:
+            return
+        if evaluator is not None and best is not None:
+            self.update(evaluator, best, "done", force=True)
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
 
+
+# --- the context ---------------------------------------------------------------------------------
 
 @dataclasses.dataclass
 class SearchContext:
+    """What a strategy searches with. `deadline` is a `time.perf_counter()` value."""
+
     original: Program
     patterns: list
     evaluator: Evaluator
@@ -59,49 +206,109 @@ class SearchContext:
     max_steps: int = 6
     progress: Progress = dataclasses.field(default_factory=lambda: Progress(False))
     threshold: float = 0.97  # a candidate must be at least this much faster to count
+    passes: tuple[str, ...] = ()  # XLA passes the search may disable (macro actions)
+    seed: int = 0
+    rng: random.Random = dataclasses.field(init=False)
+    root: State = dataclasses.field(init=False)
+    expansions: int = 0
+    apply_failures: int = 0
     _expanded: dict = dataclasses.field(default_factory=dict)
+    _augmented: dict = dataclasses.field(default_factory=dict)
+    _children: dict = dataclasses.field(default_factory=dict)
     _best: Evaluation | None = None
 
+    def __post_init__(self):
+        self.rng = random.Random(self.seed)
+        self.passes = normalize(self.passes)
+        self.root = State.of(self.original)
+
+    # time
     def time_left(self) -> float:
         return self.deadline - time.perf_counter()
 
     def out_of_time(self) -> bool:
         return self.time_left() <= 0
 
-    def expand(self, program: Program) -> tuple[Program, list]:
-        """The program augmented with every pattern, and its alternatives (cached by hash)."""
-        h = dag_hash(program)
-        if h not in self._expanded:
-            augmented = augment(program, self.patterns)
-            self._expanded[h] = (augmented, list_alternatives(augmented))
-        return self._expanded[h]
+    # actions
+    def expand(self, state: State) -> Expansion:
+        """The state's decision dimensions (augmenting its program once per DAG hash)."""
+        if state.key in self._expanded:
+            return self._expanded[state.key]
+        if state.hash in self._augmented:
+            augmented, alts = self._augmented[state.hash]
+        else:
+            augmented = augment(state.program, self.patterns)
+            alts = list_alternatives(augmented)
+            self._augmented[state.hash] = (augmented, alts)
+            self.expansions += 1
+        offered = tuple(p for p in self.passes if p not in state.passes)
+        dims = [Dim("rewrite", tuple(a.labels), i) for i, a in enumerate(alts)]
+        dims += [Dim("pass", ("keep", f"disable {p}"), j) for j, p in enumerate(offered)]
+        exp = Expansion(state, augmented if alts else None, alts, offered, dims)
+        self._expanded[state.key] = exp
+        return exp
 
-    def candidate(self, augmented: Program, decisions) -> Program:
-        return apply(augmented, decisions)
+    def child(self, exp: Expansion, decisions: Sequence[int]) -> State | None:
+        """The state a decision vector leads to (None if the rewrite cannot be applied).
+        Cached per (state, vector), so re-visiting an edge costs nothing."""
+        vec = tuple(int(d) for d in decisions)
+        if len(vec) != len(exp.dims):
+            raise ValueError(f"{len(vec)} decisions for {len(exp.dims)} dimensions")
+        key = (exp.state.key, vec)
+        if key in self._children:
+            return self._children[key]
+        rewrite, toggles = vec[:exp.num_rewrites], vec[exp.num_rewrites:]
+        passes = normalize(exp.state.passes + tuple(p for p, t in zip(exp.passes, toggles) if t))
+        if any(rewrite):
+            try:
+                program = apply(exp.augmented, list(rewrite))
+            except ApplyError:
+                self.apply_failures += 1
+                self._children[key] = None
+                return None
+            state = State(program, dag_hash(program), passes)
+        else:
+            state = State(exp.state.program, exp.state.hash, passes)
+        self._children[key] = state
+        return state
 
+    # evaluation
     @property
     def best(self) -> Evaluation:
-        if self._best is None:
-            self._best = self.evaluator.evaluate(self.original, time_it=False)
+        if self._best is None:  # the original: always in the evaluator's cache, ratio 1.0
+            self._best = self.evaluator.cache[self.evaluator.original_key]
         return self._best
 
-    def evaluate(self, program: Program) -> Evaluation:
-        """Verify and time `program`; remembers the best verified one."""
-        ev = self.evaluator.evaluate(program)
-        if ev.ok and ev.ratio < self.best.ratio:
+    def evaluate(self, state: State, *, time_it: bool = True) -> Evaluation:
+        """Verify and time a state (once per state, shared by every strategy); remembers the best."""
+        ev = self.evaluator.evaluate(state.program, passes=state.passes, hash=state.hash, time_it=time_it)
+        if ev.ok and ev.timed and ev.ratio < self.best.ratio:
             self._best = ev
         self.progress.update(self.evaluator, self.best)
         return ev
+
+    def cost(self, state: State) -> dict:
+        return self.evaluator.cost(state.program, state.passes, hash=state.hash)
 
     def improves(self, ev: Evaluation, than: float = 1.0) -> bool:
         """Faster than `than` by more than the noise threshold."""
         return ev.ok and ev.ratio < than * self.threshold
 
+    def describe_passes(self) -> list[str]:
+        return [f"{p} ({describe(p)})" for p in self.passes]
+
 
 class Strategy:
-    """Base class of decision makers. Subclasses set `name` and implement `search`."""
+    """Base class of decision makers. Subclasses set `name` and implement `search`.
+
+    Options are constructor keyword arguments (`get_strategy("beam", alpha=1.0)`); `info`
+    collects what a strategy wants to report (pruned children, simulations, ...).
+    """
 
     name = ""
+
+    def __init__(self):
+        self.info: dict = {}
 
     def search(self, ctx: SearchContext) -> Evaluation:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -126,30 +333,26 @@ def get_strategy(name: str | Strategy, **options) -> Strategy:
     if isinstance(name, Strategy):
         return name
     try:
-        return _STRATEGIES[name](**options)
+        cls = _STRATEGIES[name]
     except KeyError:
         raise KeyError(f"unknown strategy {name!r}; choose from {', '.join(strategies())}") from None
+    return cls(**options)
 
 
-def decision_space(alts) -> int:
-    return math.prod(a.num_choices for a in alts) if alts else 1
+def auto_strategy(exp: Expansion) -> str:
+    """A sensible strategy for a decision space of this size (at the root):
 
-
-def all_vectors(alts) -> Iterator[list[int]]:
-    """Every decision vector except all-originals."""
-    for vec in itertools.product(*[range(a.num_choices) for a in alts]):
-        if any(vec):
-            yield list(vec)
-
-
-def one_hot_vectors(alts) -> Iterator[list[int]]:
-    """Each single choice taken alone."""
-    for i, a in enumerate(alts):
-        for k in range(1, a.num_choices):
-            vec = [0] * len(alts)
-            vec[i] = k
-            yield vec
-
-
-def pick_first_vector(alts) -> list[int]:
-    return [1 if a.num_choices > 1 else 0 for a in alts]
+    - nothing to decide: pick-first (it stops at once);
+    - up to 64 vectors: exhaustive (every vector, stepwise);
+    - up to 2**16: beam search;
+    - larger: factorized MCTS (its statistics are per dimension, so it scales with the number
+      of alternatives ops, not with the product of their choices).
+    """
+    size = exp.size
+    if size <= 1:
+        return "pick-first"
+    if size <= 64:
+        return "exhaustive"
+    if size <= 2 ** 16:
+        return "beam"
+    return "mcts"

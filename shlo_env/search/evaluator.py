@@ -1,13 +1,18 @@
 """Evaluating candidate programs: verify against the original, then time side by side.
 
-One `Evaluator` serves a whole search. Every state is keyed by its DAG hash, so a state reached
+One `Evaluator` serves a whole search. A state is a program plus the XLA passes disabled when
+compiling it (usually none); its cache key is (DAG hash, disabled passes), so a state reached
 twice (by two strategies, or two paths of one) is compiled, verified and timed once. All
 compiling and running happens in a `Worker` child process: a candidate that crashes XLA or
 hangs costs that candidate only.
+
+The baseline is always the original compiled as jax.jit compiles it (no pass disabled): a
+state's `ratio` is T(state) / T(original), measured side by side (A, B, A, B, ...).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import time
 
@@ -17,12 +22,13 @@ from shlo_env import runtime
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
 from shlo_env.numerics import Comparison, Numerics, compare_outputs
+from shlo_env.search.passes import normalize, state_key
 from shlo_env.worker import CandidateError, Worker
 
 
 @dataclasses.dataclass
 class Evaluation:
-    """What is known about one program state. `ratio` = T(candidate) / T(original), side by side."""
+    """What is known about one state. `ratio` = T(candidate) / T(original), side by side."""
 
     hash: str
     program: Program
@@ -33,50 +39,105 @@ class Evaluation:
     error: str = ""
     comparison: Comparison | None = None
     cost: dict | None = None
+    passes: tuple[str, ...] = ()  # XLA passes disabled when compiling this state
+    same_executable_as: str = ""  # key of the state whose timing this one reused (same executable)
+
+    @property
+    def key(self) -> str:
+        """The cache key: (DAG hash, disabled passes)."""
+        return state_key(self.hash, self.passes)
 
     @property
     def applied(self) -> tuple[str, ...]:
         return self.program.applied
 
     @property
+    def numerics(self) -> Numerics:
+        """The tier the state was verified in (disabling passes may reorder float math)."""
+        tier = Numerics(self.program.numerics)
+        return max(tier, Numerics.REASSOCIATE) if self.passes else tier
+
+    @property
+    def timed(self) -> bool:
+        return not np.isinf(self.ratio)
+
+    @property
     def speedup(self) -> float:
         return 1.0 / self.ratio if self.ratio > 0 else float("inf")
+
+    def describe(self) -> str:
+        what = list(self.applied) + [f"-{p}" for p in self.passes]
+        return ", ".join(what) if what else "(original)"
 
 
 @dataclasses.dataclass
 class EvaluatorStats:
-    evaluated: int = 0
-    cache_hits: int = 0
+    evaluated: int = 0  # distinct states verified (each compiled once)
+    cache_hits: int = 0  # requests answered from the cache
     verified: int = 0
     mismatches: int = 0
     failures: dict = dataclasses.field(default_factory=dict)
-    timed: int = 0
+    timed: int = 0  # side-by-side timings of candidates (retimes not counted)
+    executable_hits: int = 0  # timings reused: the state compiled to an executable already timed
+    retimed: int = 0
+    costed: int = 0  # cost analyses (a compile, no run)
+    # how many times each state key was verified / timed: every count is 1 (tests check it)
+    verifications: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    timings: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+
+    @property
+    def requests(self) -> int:
+        return self.evaluated + self.cache_hits
 
     @property
     def hit_rate(self) -> float:
-        total = self.evaluated + self.cache_hits
-        return self.cache_hits / total if total else 0.0
+        return self.cache_hits / self.requests if self.requests else 0.0
+
+    def summary(self) -> str:
+        fails = ", ".join(f"{k} {v}" for k, v in sorted(self.failures.items()))
+        return (f"{self.evaluated} states evaluated, {self.timed} timed, {self.cache_hits} cache hits "
+                f"({self.hit_rate:.0%}), {self.executable_hits} timings reused (same executable)"
+                + (f", rejected: {fails}" if fails else ""))
 
 
 class Evaluator:
-    """Verify-then-time evaluation with a DAG-hash cache.
+    """Verify-then-time evaluation with a (DAG hash, disabled passes) cache.
 
     Verification runs the candidate on the original's example inputs (if any) plus
     `num_random` seeded random input sets and compares with the original within the
-    candidate's numerics tier (REASSOCIATE against a float64 reference). Only verified
-    candidates are timed, interleaved with the original (A, B, A, B, ...).
+    candidate's numerics tier (REASSOCIATE against a float64 reference; a state with XLA
+    passes disabled is held to at least REASSOCIATE, since passes may reorder float math).
+    Only verified candidates are timed, interleaved with the original (A, B, A, B, ...).
+
+    `disabled_passes` applies to every compile, the baseline's included (a different
+    baseline); per-state passes are given to `evaluate(program, passes=...)`.
+    Many rewrites are ones XLA redoes or undoes by itself, so distinct states often compile
+    to the same executable. With `reuse_executables` (default) a verified state's timing is
+    taken from an already timed state whose optimized HLO (XLA's canonical fingerprint text)
+    is the same, instead of being measured again: fewer timings, and no "winner" that is only
+    a lucky measurement of an executable already measured. Verification is never skipped.
+
+    `hard_deadline` (a `time.perf_counter()` value) bounds how long any one worker request may
+    take: a request still running then is abandoned (the worker is restarted) and its state
+    is not cached, so a budget is honored even when one compile is slow.
     """
 
     def __init__(self, original: Program, *, worker: Worker | None = None, num_random: int = 3,
                  seed: int = 0, runs: int = 10, warmup: int = 3, min_seconds: float = 0.2,
-                 disabled_passes: tuple[str, ...] = ()):
+                 disabled_passes: tuple[str, ...] = (), hard_deadline: float | None = None,
+                 reuse_executables: bool = True):
         self.original = original
         self.worker = worker or Worker()
         self._own_worker = worker is None
         self.runs, self.warmup, self.min_seconds = runs, warmup, min_seconds
-        self.disabled_passes = tuple(disabled_passes)
+        self.disabled_passes = normalize(disabled_passes)
+        self.hard_deadline = hard_deadline
         self.stats = EvaluatorStats()
         self.cache: dict[str, Evaluation] = {}
+        self.costs: dict[str, dict] = {}
+        self.reuse_executables = reuse_executables
+        self.executables: dict[str, Evaluation] = {}  # fingerprint of optimized HLO -> timed state
+        self._original_fingerprint_done = False
         self.baseline_text = original.text()
         self._sets = runtime.input_sets(original, num_random, seed)
         self._keys = [f"set{i}" for i in range(len(self._sets))]
@@ -87,7 +148,8 @@ class Evaluator:
         self.baseline_s = float("nan")
         self.noise = float("nan")
         base = Evaluation(dag_hash(original), original, ok=True, ratio=1.0)
-        self.cache[base.hash] = base
+        self.original_key = base.key
+        self.cache[base.key] = base
 
     # --- setup ----------------------------------------------------------------------------
 
@@ -99,14 +161,26 @@ class Evaluator:
         """Input set i (set 0 is the example args when the program has them)."""
         return self._sets[i]
 
+    def _timeout(self) -> float | None:
+        """Seconds a worker request may take: the worker's own limit, cut at the hard deadline."""
+        if self.hard_deadline is None:
+            return None
+        left = self.hard_deadline - time.perf_counter()
+        return max(0.5, min(self.worker.timeout_s if hasattr(self.worker, "timeout_s") else left, left))
+
+    def _passes(self, passes: tuple[str, ...] = ()) -> tuple[str, ...]:
+        return normalize(self.disabled_passes + tuple(passes))
+
     def originals(self) -> list[list[np.ndarray]]:
         if self._originals is None:
-            self._originals = [self.worker.run(self.baseline_text, k, self.disabled_passes) for k in self._keys]
+            self._originals = [self.worker.run(self.baseline_text, k, self.disabled_passes, timeout_s=self._timeout())
+                               for k in self._keys]
         return self._originals
 
     def references(self) -> list:
         if self._references is None:
-            self._references = [self.worker.reference(self.baseline_text, k) for k in self._keys]
+            self._references = [self.worker.reference(self.baseline_text, k, timeout_s=self._timeout())
+                                for k in self._keys]
         return self._references
 
     def measure_noise(self, repeats: int = 2) -> float:
@@ -114,7 +188,7 @@ class Evaluator:
         ratios = []
         for _ in range(repeats):
             a, b = self.worker.time([self.baseline_text, self.baseline_text], self._keys[0], self.runs,
-                                    self.warmup, self.min_seconds, self.disabled_passes)
+                                    self.warmup, self.min_seconds, self.disabled_passes, timeout_s=self._timeout())
             ratios.append(b.full / a.full)
             self.baseline_s = min(a.full, b.full) if np.isnan(self.baseline_s) else min(self.baseline_s, a.full, b.full)
         self.noise = float(max(abs(1.0 - r) for r in ratios))
@@ -122,22 +196,37 @@ class Evaluator:
 
     # --- evaluation -----------------------------------------------------------------------
 
-    def evaluate(self, program: Program, *, time_it: bool = True) -> Evaluation:
-        h = dag_hash(program)
-        cached = self.cache.get(h)
-        if cached is not None and (not time_it or not np.isinf(cached.ratio) or not cached.ok):
+    def key(self, program: Program, passes=(), hash: str | None = None) -> str:  # noqa: A002
+        return state_key(hash or dag_hash(program), passes)
+
+    def lookup(self, program: Program, passes=(), hash: str | None = None) -> Evaluation | None:  # noqa: A002
+        """The cached evaluation of a state, if any (no work, no statistics)."""
+        return self.cache.get(self.key(program, passes, hash))
+
+    def evaluate(self, program: Program, *, passes=(), time_it: bool = True,
+                 hash: str | None = None) -> Evaluation:  # noqa: A002
+        """Verify (and time) the state (program, disabled passes), at most once per state."""
+        passes = normalize(passes)
+        h = hash or dag_hash(program)
+        key = state_key(h, passes)
+        cached = self.cache.get(key)
+        if cached is not None and (not time_it or cached.timed or not cached.ok):
             self.stats.cache_hits += 1
             return cached
         if cached is None:
             self.stats.evaluated += 1
-            cached = self._verify(h, program)
-            self.cache[h] = cached
-        if cached.ok and time_it and np.isinf(cached.ratio):
+            cached = self._verify(h, program, passes)
+            if cached.error.startswith("budget"):
+                return cached  # abandoned at the deadline: not the candidate's fault, not cached
+            self.cache[key] = cached
+        if cached.ok and time_it and not cached.timed:
             self._time(cached)
+            if cached.error.startswith("budget"):
+                cached.ok, cached.error = True, ""  # verified still; timing can be retried later
         return cached
 
-    def verify_only(self, program: Program) -> Evaluation:
-        return self.evaluate(program, time_it=False)
+    def verify_only(self, program: Program, passes=()) -> Evaluation:
+        return self.evaluate(program, passes=passes, time_it=False)
 
     def _fail(self, ev: Evaluation, kind: str, message: str) -> Evaluation:
         ev.ok = False
@@ -145,16 +234,24 @@ class Evaluator:
         self.stats.failures[kind] = self.stats.failures.get(kind, 0) + 1
         return ev
 
-    def _verify(self, h: str, program: Program) -> Evaluation:
-        ev = Evaluation(h, program, ok=False)
+    def _candidate_error(self, ev: Evaluation, e: CandidateError) -> Evaluation:
+        if e.kind == "timeout" and self.hard_deadline is not None and time.perf_counter() >= self.hard_deadline - 0.1:
+            ev.ok = False
+            ev.error = f"budget: {e.message}"
+            return ev
+        return self._fail(ev, e.kind, e.message)
+
+    def _verify(self, h: str, program: Program, passes: tuple[str, ...]) -> Evaluation:
+        ev = Evaluation(h, program, ok=False, passes=passes)
+        self.stats.verifications[ev.key] += 1
         text = program.text()
-        tier = Numerics(program.numerics)
+        tier = ev.numerics
         try:
             originals = self.originals()
             references = self.references() if tier >= Numerics.REASSOCIATE else [None] * len(self._keys)
             worst: Comparison | None = None
             for key, original, ref in zip(self._keys, originals, references):
-                got = self.worker.run(text, key, self.disabled_passes)
+                got = self.worker.run(text, key, self._passes(passes), timeout_s=self._timeout())
                 cmp = compare_outputs(got, original, tier, ref)
                 if not cmp.ok:
                     self.stats.mismatches += 1
@@ -164,41 +261,88 @@ class Evaluator:
                     worst = cmp
             ev.comparison = worst
         except CandidateError as e:
-            return self._fail(ev, e.kind, e.message)
+            return self._candidate_error(ev, e)
         ev.ok = True
         self.stats.verified += 1
         return ev
 
-    def _time(self, ev: Evaluation) -> None:
+    def _side_by_side(self, ev: Evaluation):
+        """(baseline timing, candidate timing), interleaved in one worker request."""
+        text = ev.program.text()
+        if not ev.passes:
+            return self.worker.time([self.baseline_text, text], self._keys[0], self.runs, self.warmup,
+                                    self.min_seconds, self.disabled_passes, timeout_s=self._timeout())
+        if not hasattr(self.worker, "time_each"):
+            raise CandidateError("unsupported", "this worker cannot time programs compiled with different passes")
+        return self.worker.time_each([(self.baseline_text, self.disabled_passes), (text, self._passes(ev.passes))],
+                                     self._keys[0], self.runs, self.warmup, self.min_seconds,
+                                     timeout_s=self._timeout())
+
+    def _fingerprint(self, program: Program, passes: tuple[str, ...]) -> str | None:
+        """xxh3 of XLA's optimized HLO (canonical text) of a state; None if unavailable."""
+        import xxhash
+
         try:
-            base, cand = self.worker.time([self.baseline_text, ev.program.text()], self._keys[0], self.runs,
-                                          self.warmup, self.min_seconds, self.disabled_passes)
+            hlo = self.worker.optimized_hlo(program.text(), self._passes(passes), timeout_s=self._timeout())
+        except CandidateError:
+            return None
+        return xxhash.xxh3_64_hexdigest(hlo.encode())
+
+    def _time(self, ev: Evaluation) -> None:
+        fingerprint = None
+        if self.reuse_executables and hasattr(self.worker, "optimized_hlo"):
+            if not self._original_fingerprint_done:
+                self._original_fingerprint_done = True
+                fp = self._fingerprint(self.original, ())
+                if fp is not None:
+                    self.executables[fp] = self.cache[self.original_key]
+            fingerprint = self._fingerprint(ev.program, ev.passes)
+            same = self.executables.get(fingerprint) if fingerprint is not None else None
+            if same is not None and same.timed:
+                self.stats.executable_hits += 1
+                ev.ratio, ev.time_s, ev.baseline_s = same.ratio, same.time_s, same.baseline_s
+                ev.same_executable_as = same.key
+                return
+        self.stats.timings[ev.key] += 1
+        try:
+            base, cand = self._side_by_side(ev)
         except CandidateError as e:
-            self._fail(ev, e.kind, e.message)
+            self._candidate_error(ev, e)
             return
         self.stats.timed += 1
         ev.ratio = cand.full / base.full
         ev.time_s, ev.baseline_s = cand.full, base.full
         self.baseline_s = base.full if np.isnan(self.baseline_s) else min(self.baseline_s, base.full)
+        if fingerprint is not None:
+            self.executables[fingerprint] = ev
 
     def retime(self, ev: Evaluation) -> float:
         """A second, independent side-by-side measurement (guards against a lucky first one)."""
-        base, cand = self.worker.time([self.baseline_text, ev.program.text()], self._keys[0], self.runs,
-                                      self.warmup, self.min_seconds, self.disabled_passes)
+        self.stats.retimed += 1
+        base, cand = self._side_by_side(ev)
         return cand.full / base.full
 
-    def cost(self, program: Program) -> dict:
-        """XLA's cost analysis (flops, bytes) of a program: no timing needed."""
-        ev = self.cache.get(dag_hash(program))
-        if ev is not None and ev.cost is not None:
-            return ev.cost
+    def cost(self, program: Program, passes=(), hash: str | None = None) -> dict:  # noqa: A002
+        """XLA's cost analysis (flops, bytes) of a state: one compile, no run, no timing.
+        Cached by state key; a program XLA rejects gets NaNs and an 'error'."""
+        passes = normalize(passes)
+        key = state_key(hash or dag_hash(program), passes)
+        if key in self.costs:
+            return self.costs[key]
+        self.stats.costed += 1
         try:
-            c = self.worker.cost(program.text(), self.disabled_passes)
+            c = self.worker.cost(program.text(), self._passes(passes), timeout_s=self._timeout())
         except CandidateError as e:
             c = {"flops": float("nan"), "bytes": float("nan"), "error": str(e)}
+        self.costs[key] = c
+        ev = self.cache.get(key)
         if ev is not None:
             ev.cost = c
         return c
+
+    def optimized_hlo(self, program: Program, passes=()) -> str:
+        """XLA's optimized HLO of a state (canonical text): did disabling a pass change anything?"""
+        return self.worker.optimized_hlo(program.text(), self._passes(normalize(passes)), timeout_s=self._timeout())
 
     def close(self) -> None:
         if self._own_worker:

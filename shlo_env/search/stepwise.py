@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import itertools
 
-from shlo_env.hashing import dag_hash
 from shlo_env.search.base import (
-    SearchContext, Strategy, all_vectors, decision_space, one_hot_vectors, pick_first_vector,
-    register_strategy,
+    SearchContext, Strategy, all_vectors, is_stop, one_hot_vectors, pick_first_vector, register_strategy,
 )
 from shlo_env.search.evaluator import Evaluation
 
@@ -16,25 +14,26 @@ from shlo_env.search.evaluator import Evaluation
 class PickFirst(Strategy):
     """Take the first non-original choice at every alternatives op, apply, repeat (Algorithm 1).
 
-    Every state of the chain is verified and timed; the best one is returned.
+    Every state of the chain is verified and timed; the best one is returned. Pick-first never
+    disables an XLA pass (passes are not alternatives ops).
     """
 
     name = "pick-first"
 
     def search(self, ctx: SearchContext) -> Evaluation:
-        state = ctx.original
-        seen = {dag_hash(state)}
+        state = ctx.root
+        seen = {state.key}
         for _ in range(ctx.max_steps):
             if ctx.out_of_time():
                 break
-            augmented, alts = ctx.expand(state)
-            if not alts:
+            exp = ctx.expand(state)
+            vec = pick_first_vector(exp.dims)
+            if is_stop(vec):
                 break
-            nxt = ctx.candidate(augmented, pick_first_vector(alts))
-            h = dag_hash(nxt)
-            if h in seen:
+            nxt = ctx.child(exp, vec)
+            if nxt is None or nxt.key in seen:
                 break
-            seen.add(h)
+            seen.add(nxt.key)
             if not ctx.evaluate(nxt).ok:
                 break
             state = nxt
@@ -50,27 +49,32 @@ class Exhaustive(Strategy):
     name = "exhaustive"
 
     def __init__(self, max_vectors: int = 32):
+        super().__init__()
         self.max_vectors = max_vectors
 
-    def vectors(self, alts):
-        if decision_space(alts) - 1 <= self.max_vectors:
-            return all_vectors(alts)
-        return itertools.chain([pick_first_vector(alts)], one_hot_vectors(alts))
+    def vectors(self, exp):
+        if exp.size - 1 <= self.max_vectors:
+            return all_vectors(exp.dims)
+        first = pick_first_vector(exp.dims)
+        return itertools.chain([first] if not is_stop(first) else [], one_hot_vectors(exp.dims))
 
     def search(self, ctx: SearchContext) -> Evaluation:
-        state, state_ratio = ctx.original, 1.0
+        state, state_ratio = ctx.root, 1.0
         for _ in range(ctx.max_steps):
-            augmented, alts = ctx.expand(state)
-            if not alts or ctx.out_of_time():
+            exp = ctx.expand(state)
+            if not exp.dims or ctx.out_of_time():
                 break
             step_best = None
-            for vec in self.vectors(alts):
+            for vec in self.vectors(exp):
                 if ctx.out_of_time():
                     break
-                ev = ctx.evaluate(ctx.candidate(augmented, vec))
-                if ev.ok and (step_best is None or ev.ratio < step_best.ratio):
-                    step_best = ev
-            if step_best is None or not ctx.improves(step_best, state_ratio):
+                child = ctx.child(exp, vec)
+                if child is None:
+                    continue
+                ev = ctx.evaluate(child)
+                if ev.ok and ev.timed and (step_best is None or ev.ratio < step_best[0].ratio):
+                    step_best = (ev, child)
+            if step_best is None or not ctx.improves(step_best[0], state_ratio):
                 break
-            state, state_ratio = step_best.program, step_best.ratio
+            state, state_ratio = step_best[1], step_best[0].ratio
         return ctx.best

@@ -3,7 +3,6 @@
 import math
 
 import jax.numpy as jnp
-import numpy as np
 import pytest
 from hypothesis import strategies as st
 from jax import lax
@@ -18,6 +17,8 @@ ELEMENTWISE = [
     lambda a, b: jnp.tanh(a) - b,
     lambda a, b: jnp.where(a > b, a, b),
     lambda a, b: (a * 0.5).astype(jnp.float16).astype(jnp.float32),
+    lambda a, b: lax.select(jnp.sum(a) > 0, a, a * 0.5 + b),  # a rank-0 predicate
+    lambda a, b: lax.clamp(-0.5, a, 0.5) + b,  # rank-0 bounds
 ]
 
 
