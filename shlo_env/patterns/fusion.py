@@ -1,0 +1,208 @@
+"""Fusion-boundary rewrites: what decides XLA's fusion, chosen at the StableHLO level.
+
+XLA fuses producers into consumers by fixed heuristics. These patterns let a search choose:
+materialize a value (an `optimization_barrier` is a fusion boundary on GPU; on CPU XLA removes
+barriers before fusion), recompute a cheap producer once per consumer, or run independent
+same-kind ops as one wider op on concatenated operands. All are exact: the same elementwise
+operations on the same values (bitwise under StableHLO's semantics). On XLA CPU a transcendental
+(exp, ...) can differ by an ulp between vector widths, so a merged or duplicated exp compiled by
+XLA may not match the original compiled by XLA bit for bit: XLA's approximation, not the rewrite.
+"""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+from shlo_env.patterns.base import (
+    ELEMENTWISE, Match, Pattern, captured_values, depends_on, is_elementwise, is_pure, register,
+    scalar_operand, shape_of, static_shape,
+)
+
+#: Ops worth materializing once rather than recomputing in every consumer's fusion.
+_EXPENSIVE = tuple(sorted("stablehlo." + n for n in """
+    exponential exponential_minus_one log log_plus_one logistic tanh sine cosine tan sqrt rsqrt cbrt
+    power atan2 divide remainder dot_general reduce
+""".split()))
+_CHEAP = frozenset(ELEMENTWISE | {"stablehlo.broadcast_in_dim", "stablehlo.convert", "stablehlo.iota",
+                                  "stablehlo.reshape"})
+
+
+def _distinct_users(value: ir.Value) -> list[ir.Operation]:
+    out = []
+    for use in value.uses:
+        u = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        if u not in out:
+            out.append(u)
+    return out
+
+
+@register
+class InsertOptimizationBarrier(Pattern):
+    """y = f(x) with several consumers -> y = optimization_barrier(f(x)) for an expensive f
+    (transcendental, divide, dot, reduce): materialize y once instead of letting the fusion
+    heuristic recompute f in each consumer (a fusion boundary on GPU)."""
+
+    root = _EXPENSIVE
+
+    def match(self, op):
+        if len(op.results) != 1 or not static_shape(op.result):
+            return None
+        if len(_distinct_users(op.result)) < 2:
+            return None
+        if any(u.name == "stablehlo.optimization_barrier" for u in _distinct_users(op.result)):
+            return None
+        return Match(y=op.result)
+
+    def rewrite(self, b, m):
+        return b.optimization_barrier([m.y])[0]
+
+
+@register
+class RemoveOptimizationBarrier(Pattern):
+    """optimization_barrier(x, y, ...) -> x, y, ...: let XLA fuse across it."""
+
+    root = "stablehlo.optimization_barrier"
+
+    def match(self, op):
+        return Match(xs=list(op.operands))
+
+    def rewrite(self, b, m):
+        return m.xs
+
+
+@register
+class DuplicateProducer(Pattern):
+    """p = f(x) used by c1 and c2 -> c1(f(x)), c2(f(x)): a cheap producer recomputed once per
+    consumer, so each consumer can fuse its own copy."""
+
+    root = tuple(sorted(_CHEAP))
+
+    def match(self, op):
+        if len(op.results) != 1 or not is_pure(op) or len(op.regions):
+            return None
+        p = op.result
+        consumers = _distinct_users(p)
+        if not 2 <= len(consumers) <= 4:
+            return None
+        for c in consumers:
+            if (len(c.results) != 1 or c.block != op.operation.block or not is_pure(c)
+                    or c.name.endswith("return") or c.name == "stablehlo.while" or captured_values(c)):
+                return None
+        for c in consumers:  # one consumer feeding another would make the rewrite a cycle
+            if any(depends_on(v, d) for d in consumers if d != c for v in c.operands):
+                return None
+        return Match(roots=[c.results[0] for c in consumers], p=op, p_inputs=list(op.operands),
+                     consumers=[c.opview for c in consumers],
+                     args=[[None if v == p else v for v in c.operands] for c in consumers])
+
+    def rewrite(self, b, m):
+        out = []
+        for c, args in zip(m.consumers, m.args):
+            copy = b.like(m.p, m.p_inputs)
+            out.append(b.clone(c, [copy if v is None else v for v in args]))
+        return out
+
+
+def _attr_strings(op: ir.Operation) -> dict[str, str]:
+    attrs = op.attributes
+    return {attrs[i].name: str(attrs[i].attr) for i in range(len(attrs))}
+
+
+def _related_ops(op, up: int = 2, down: int = 3, budget: int = 64):
+    """Ops of `op`'s block that share an ancestor with `op` (within `up` producer hops, the
+    block's arguments counting as one common ancestor), reached within `down` user hops.
+
+    A bounded search (no scan of the whole block), so matching stays linear in program size.
+    """
+    block = op.operation.block
+    frontier, ancestors = list(op.operands), []
+    seen_vals: set = set()
+    for hop in range(up):
+        nxt = []
+        for v in frontier:
+            if v in seen_vals:
+                continue
+            seen_vals.add(v)
+            ancestors.append(v)
+            if isinstance(v, ir.OpResult):
+                owner = v.owner.operation
+                if owner.block == block:
+                    nxt.extend(owner.operands)
+            elif isinstance(v, ir.BlockArgument) and v.owner == block and hop == 0:
+                nxt.extend(a for a in block.arguments if a not in seen_vals)  # f(arg0), f(arg1)
+        frontier = nxt
+    ancestors.extend(v for v in frontier if v not in seen_vals)
+    found, visited = [], {op.operation}
+    level = ancestors
+    for _ in range(down):
+        nxt = []
+        for v in level:
+            for use in v.uses:
+                u = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+                if u in visited or u.block != block:
+                    continue
+                visited.add(u)
+                found.append(u)
+                if len(visited) > budget:
+                    return found
+                nxt.extend(u.results)
+        level = nxt
+    return found
+
+
+def _merge_partner(op):
+    """The nearest later op of the same kind, types and attributes, independent of `op`."""
+    name = op.operation.name
+    types = [v.type for v in op.operands]
+    candidates = [o for o in _related_ops(op) if o.name == name and [v.type for v in o.operands] == types
+                  and op.operation.is_before_in_block(o)]
+    if candidates:
+        attrs = _attr_strings(op.operation)
+        candidates = [o for o in candidates if _attr_strings(o) == attrs]
+    while candidates:
+        best = candidates[0]
+        for c in candidates[1:]:
+            if c.is_before_in_block(best):
+                best = c
+        if not any(depends_on(v, op) for v in best.operands):
+            return best
+        candidates.remove(best)
+    return None
+
+
+@register
+class HorizontalMerge(Pattern):
+    """f(a1, b1), f(a2, b2) independent -> y = f([a1; a2], [b1; b2]), sliced back apart:
+    one wider op (one kernel) instead of two."""
+
+    root = tuple(sorted(ELEMENTWISE))
+
+    def match(self, op):
+        if not is_elementwise(op):
+            return None
+        s = static_shape(op.result)
+        if not s:
+            return None
+        other = _merge_partner(op)
+        if other is None:
+            return None
+        kinds = []
+        for u, v in zip(op.operands, other.operands):
+            su, sv = scalar_operand(u), scalar_operand(v)
+            if static_shape(u) == () or static_shape(v) == ():
+                if u != v:
+                    return None  # different rank-0 operands (select/clamp) cannot be concatenated
+                kinds.append("same")  # one rank-0 operand (clamp bounds) serves both halves
+            elif su is not None and sv is not None and u == v:
+                kinds.append(su)  # one scalar for both halves
+            else:
+                kinds.append("x")
+        return Match(roots=[op.result, other.results[0]], f=op, first=list(op.operands),
+                     second=list(other.operands), kinds=kinds, n=s[0])
+
+    def rewrite(self, b, m):
+        wide = [m.n * 2] + list(shape_of(m.f.result.type))[1:]
+        operands = [b.concat([u, v], 0) if k == "x" else u if k == "same" else k.at(b, wide)
+                    for k, u, v in zip(m.kinds, m.first, m.second)]
+        y = b.like(m.f, operands, wide)
+        return [b.slice_dim(y, 0, 0, m.n), b.slice_dim(y, 0, m.n, 2 * m.n)]

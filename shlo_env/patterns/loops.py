@@ -1,0 +1,283 @@
+"""Loop rewrites on `stablehlo.while`: unrolling, hoisting invariant work, unpacking state.
+
+JAX lowers `fori_loop`/`scan` bodies as calls to private functions; these patterns work on a
+flat copy of the body (`FlatBody`, calls inlined) and rebuild the loop from it. All are exact:
+the same operations run in the same order on the same values; only the loop structure (and so
+what XLA can fuse or schedule across iterations) changes.
+
+Exact means bitwise under StableHLO's semantics (the reference interpreter agrees bit for bit).
+XLA may then change float results itself: after full unrolling its algebraic simplifier folds
+chains of constant additions ((x + c1) + c2 -> x + (c1 + c2)), so the compiled unrolled loop can
+differ from the compiled loop by an ulp. That is XLA reassociating, not the rewrite.
+"""
+
+from __future__ import annotations
+
+from shlo_env.patterns.base import (
+    FlatBody, Match, Pattern, body_size, captured_values, concat_dim, is_pure, producer, register,
+    shape_of, slice_params, static_trip_count,
+)
+
+#: Unrolled bodies stay below this many ops (body size x copies).
+MAX_UNROLLED_OPS = 4000
+#: Full unrolling is offered up to this trip count.
+MAX_FULL_UNROLL = 64
+
+
+def _loop_match(op, **extra) -> Match:
+    """The Match every loop rewrite needs: the loop's operands and what its regions capture."""
+    return Match(loop=op, inits=list(op.operands), captured=captured_values(op), **extra)
+
+
+def _env(m) -> dict:
+    """Map the loop's captured values to the rewrite's region arguments."""
+    return dict(zip(captured_values(m.loop), m.captured))
+
+
+def _cond_block(m):
+    return m.loop.operation.regions[0].blocks[0]
+
+
+def _body_block(m):
+    return m.loop.operation.regions[1].blocks[0]
+
+
+class _Unroll(Pattern):
+    """Unroll by `factor`: each iteration of the new loop runs the body `factor` times; the
+    `trips % factor` leftover iterations are peeled off before it."""
+
+    root = "stablehlo.while"
+    factor = 2
+
+    def match(self, op):
+        info = static_trip_count(op)
+        if info is None or info.trips < 2 * self.factor:
+            return None
+        if body_size(op) * self.factor > MAX_UNROLLED_OPS:
+            return None
+        return _loop_match(op, trips=info.trips)
+
+    def rewrite(self, b, m):
+        env = _env(m)
+        cond, body = _cond_block(m), _body_block(m)
+        vals = list(m.inits)
+        for _ in range(m.trips % self.factor):
+            vals = b.inline(body, vals, env)
+
+        def new_body(bb, args):
+            for _ in range(self.factor):
+                args = bb.inline(body, args, env)
+            return args
+
+        return b.while_(vals, lambda bb, args: bb.inline(cond, args, env)[0], new_body)
+
+
+@register
+class WhileUnroll2(_Unroll):
+    """while{body} -> while{body; body} plus n % 2 peeled iterations, for a static trip count n >= 4."""
+
+    factor = 2
+
+
+@register
+class WhileUnroll4(_Unroll):
+    """while{body} -> while{body; body; body; body} plus n % 4 peeled iterations, for a static trip count n >= 8."""
+
+    factor = 4
+
+
+@register
+class WhileUnrollFull(Pattern):
+    """while{body} -> body · body · ... · body (n copies, no loop), for a static trip count n <= 64."""
+
+    root = "stablehlo.while"
+
+    def match(self, op):
+        info = static_trip_count(op)
+        if info is None or not 1 <= info.trips <= MAX_FULL_UNROLL:
+            return None
+        if body_size(op) * info.trips > MAX_UNROLLED_OPS:
+            return None
+        return _loop_match(op, trips=info.trips)
+
+    def rewrite(self, b, m):
+        env = _env(m)
+        vals = list(m.inits)
+        for _ in range(m.trips):
+            vals = b.inline(_body_block(m), vals, env)
+        return vals
+
+
+def _invariant_ops(body: FlatBody) -> list:
+    """Ops of the flat body to compute once before the loop: pure, computed only from loop
+    invariants (captured values, carried values the body passes through unchanged, constants),
+    and depending on at least one non-constant invariant input."""
+    args, results = body.args, body.results
+    invariant = {a for a, r in zip(args, results) if a == r}
+    inputs = set(invariant)  # non-constant loop-invariant values
+    defined = set(args)
+    for o in body.ops:
+        defined.update(o.results)
+    hoist = []
+    for o in body.ops:
+        deps = list(o.operands) + captured_values(o)
+        if not is_pure(o) or not all(v in invariant or v not in defined for v in deps):
+            continue
+        invariant.update(o.results)
+        if o.name == "stablehlo.constant":
+            continue
+        if any(v in inputs or v not in defined for v in deps):
+            inputs.update(o.results)
+            hoist.append(o)
+        else:
+            hoist.append(o)  # constant-only: needed before the loop if a hoisted op reads it
+    real = [o for o in hoist if any(r in inputs for r in o.results)]
+    return hoist if real else []
+
+
+@register
+class WhileHoistInvariant(Pattern):
+    """while{y = f(w); ...y...} -> y = f(w) then while{...y...}, when w is loop-invariant
+    (loop-invariant code motion)."""
+
+    root = "stablehlo.while"
+
+    def match(self, op):
+        with FlatBody(op) as body:
+            hoist = _invariant_ops(body)
+            if not hoist:
+                return None
+        return _loop_match(op)
+
+    def rewrite(self, b, m):
+        env = _env(m)
+        with FlatBody(m.loop) as body:
+            hoist = _invariant_ops(body)
+            outside = dict(env)
+            outside.update(zip(body.args, m.inits))  # pass-through values are their inits
+            consts = {o.operation for o in body.ops if o.name == "stablehlo.constant"}
+            needed = _closure(hoist, consts)
+            b.copy_ops(needed, outside)
+            overrides = {r: outside[r] for o in hoist for r in o.results}
+            return b.while_(list(m.inits), lambda bb, args: bb.inline(_cond_block(m), args, env)[0],
+                            lambda bb, args: bb.inline(body.block, args, env, overrides))
+
+
+def _closure(hoist, consts):
+    """The hoisted ops plus the body constants they read, in body order."""
+    needed = set(hoist)
+    for o in hoist:
+        for v in o.operands:
+            if hasattr(v, "owner") and producer(v) is not None and v.owner.operation in consts:
+                needed.add(v.owner.operation)
+    block_order = list(hoist[0].block.operations) if hoist else []
+    return [o.operation for o in block_order if o.operation in needed]
+
+
+def _packed_state(body: FlatBody, cond_uses) -> dict:
+    """Carried values the body reads only through slices of one part each and rebuilds with a
+    concatenate: {index: (dim, sizes, [(slice op, part, start, limit, strides)], concat op)}."""
+    out = {}
+    for j, (arg, res) in enumerate(zip(body.args, body.results)):
+        cat = producer(res, "stablehlo.concatenate")
+        if cat is None or cat.operation.block != body.block or j in cond_uses:
+            continue
+        dim = concat_dim(cat)
+        sizes = [shape_of(v.type)[dim] for v in cat.operands]
+        if len(sizes) < 2:
+            continue
+        bounds = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+        reads = []
+        for use in arg.uses:
+            user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            if user.name != "stablehlo.slice" or user.block != body.block:
+                reads = None
+                break
+            start, limit, strides = slice_params(user.opview)
+            part = next((i for i in range(len(sizes))
+                         if bounds[i] <= start[dim] and limit[dim] <= bounds[i + 1]), None)
+            if part is None:
+                reads = None
+                break
+            start, limit = list(start), list(limit)
+            start[dim] -= bounds[part]
+            limit[dim] -= bounds[part]
+            reads.append((user, part, start, limit, strides))
+        if reads is not None:
+            out[j] = (dim, sizes, reads, cat)
+    return out
+
+
+def _cond_uses(op) -> set[int]:
+    cond = op.operation.regions[0].blocks[0]
+    return {i for i, a in enumerate(cond.arguments) if next(iter(a.uses), None) is not None}
+
+
+@register
+class WhileUnpackConcatState(Pattern):
+    """while{s: slices of s; ...; s' = concat(a', b', c', d')} -> while{a, b, c, d: ...; a', b', c', d'}
+    then s = concat(a, b, c, d) after the loop, when the body reads s only through slices of one part each.
+
+    The loop carries the parts instead of packing and unpacking them every iteration."""
+
+    root = "stablehlo.while"
+
+    def match(self, op):
+        with FlatBody(op) as body:
+            packed = _packed_state(body, _cond_uses(op))
+            if not packed:
+                return None
+            layout = {j: (dim, sizes) for j, (dim, sizes, _, _) in packed.items()}
+        init_parts = {}
+        for j, (dim, sizes) in layout.items():
+            cat = producer(op.operands[j], "stablehlo.concatenate")
+            if cat is not None and concat_dim(cat) == dim and [shape_of(v.type)[dim] for v in cat.operands] == sizes:
+                init_parts[j] = list(cat.operands)
+        return _loop_match(op, layout=layout, init_parts=init_parts)
+
+    def rewrite(self, b, m):
+        env = _env(m)
+        n = len(m.inits)
+        # The new loop's carried values: packed ones replaced by their parts.
+        inits, where = [], {}
+        for j in range(n):
+            if j in m.layout:
+                dim, sizes = m.layout[j]
+                parts = m.init_parts.get(j)
+                if parts is None:
+                    offs = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+                    parts = [b.slice_dim(m.inits[j], dim, offs[i], offs[i + 1]) for i in range(len(sizes))]
+                where[j] = list(range(len(inits), len(inits) + len(parts)))
+                inits.extend(parts)
+            else:
+                where[j] = len(inits)
+                inits.append(m.inits[j])
+
+        def old_view(bb, args):
+            """The old loop's carried values, packing parts with a concatenate where needed."""
+            return [bb.concat([args[k] for k in where[j]], m.layout[j][0]) if j in m.layout else args[where[j]]
+                    for j in range(n)]
+
+        with FlatBody(m.loop) as body:
+            packed = _packed_state(body, _cond_uses(m.loop))
+
+            def new_body(bb, args):
+                overrides = {}
+                for j, (dim, sizes, reads, cat) in packed.items():
+                    for user, part, start, limit, strides in reads:
+                        overrides[user.results[0]] = bb.slice(args[where[j][part]], start, limit, strides)
+                old_args = [args[where[j]] if j not in packed else None for j in range(n)]
+                env2 = dict(env)
+                env2.update({a: v for a, v in zip(body.args, old_args) if v is not None})
+                bb.copy_ops(body.ops, env2, overrides)
+                out = []
+                for j, r in enumerate(body.results):
+                    if j in packed:
+                        out.extend(env2.get(v, v) for v in packed[j][3].operands)
+                    else:
+                        out.append(env2.get(r, r))
+                return out
+
+            results = b.while_(inits, lambda bb, args: bb.inline(_cond_block(m), old_view(bb, args), env)[0],
+                               new_body)
+        return old_view(b, results)
