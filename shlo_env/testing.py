@@ -29,6 +29,7 @@ from shlo_env.driver import apply, augment, list_alternatives, walk_ops
 from shlo_env.import_ import Program, ir_scope, load, lower
 from shlo_env.numerics import SENSITIVITY_ULPS, Comparison, Numerics, compare_outputs
 from shlo_env.patterns.base import Pattern, resolve
+from shlo_env.tensor_types import element_type
 
 # Ops the reference interpreter is known to evaluate; anything else goes to XLA (the
 # interpreter aborts the process on an op it does not support).
@@ -62,11 +63,16 @@ def evaluate(program: Program, inputs: Sequence[np.ndarray], backend: str = "aut
     """Outputs of `program`: `backend` is 'interpreter', 'xla', or 'auto' (interpreter if it can)."""
     if backend == "interpreter" or (backend == "auto" and interpretable(program)):
         with ir_scope():
-            # ascontiguousarray turns a 0-d array into shape (1,): restore the shape
-            attrs = [ir.DenseElementsAttr.get(np.ascontiguousarray(x).reshape(np.shape(x))) for x in inputs]
+            attrs = [_dense(x, spec) for x, spec in zip(inputs, program.in_specs)]
             outs = _jax_compat.eval_module(program.module, attrs)
         return [np.array(o).reshape(s.shape).astype(s.dtype) for o, s in zip(outs, program.out_specs)]
     return runtime.execute(runtime.compile(program), inputs)
+
+
+def _dense(x, spec) -> ir.DenseElementsAttr:
+    # Explicit type and shape: numpy's buffer protocol loses rank 0 and unsignedness.
+    x = np.ascontiguousarray(np.asarray(x, dtype=spec.dtype)).reshape(tuple(spec.shape))
+    return ir.DenseElementsAttr.get(x, type=element_type(x.dtype), shape=list(x.shape))
 
 
 def reference(program: Program, inputs: Sequence[np.ndarray], backend: str = "auto",
@@ -140,29 +146,39 @@ def check_rewrites(program: Program, patterns=None, *, decisions: str | int = "e
     if not alts:
         return result
     sets = list(input_sets) if input_sets is not None else runtime.input_sets(program, num_random, seed)
-    originals = [evaluate(program, s, backend) for s in sets]
     specials = runtime.special_inputs(program.in_specs, seed)  # only EXACT must survive these
-    special_originals: list | None = None
-    references: list | None = None
+    original_is_interpretable = backend == "auto" and interpretable(program)
+    memo: dict = {}
+
+    def original_outputs(kind: str, i: int, b: str):  # computed once per (input set, backend)
+        key = (kind, i, b)
+        if key not in memo:
+            s = sets[i] if kind != "special" else specials[i]
+            if kind == "special" or kind == "plain":
+                memo[key] = evaluate(program, s, b)
+            else:
+                memo[key] = reference(program, s, b, SENSITIVITY_ULPS if kind == "sensitivity" else 0.0)
+        return memo[key]
+
     for vec in decision_vectors(alts, decisions, seed):
         if not any(vec):
             continue
         candidate = apply(augmented, vec)
         result.num_candidates += 1
         tier = Numerics(candidate.numerics)
-        if tier >= Numerics.REASSOCIATE and references is None:
-            references = [(reference(program, s, backend),
-                           reference(program, s, backend, perturb_ulps=SENSITIVITY_ULPS)) for s in sets]
-        checks = [(s, originals[i], references[i] if references is not None else (None, None))
-                  for i, s in enumerate(sets)]
+        # The same oracle for both sides: the interpreter only if it runs both programs.
+        b = backend if backend != "auto" else (
+            "interpreter" if original_is_interpretable and interpretable(candidate) else "xla")
+        checks = []
+        for i, s in enumerate(sets):
+            ref = sens = None
+            if tier >= Numerics.REASSOCIATE:
+                ref, sens = original_outputs("reference", i, b), original_outputs("sensitivity", i, b)
+            checks.append((s, original_outputs("plain", i, b), ref, sens))
         if tier == Numerics.EXACT:
-            if special_originals is None:
-                special_originals = [evaluate(program, s, backend) for s in specials]
-            checks += [(s, o, (None, None)) for s, o in zip(specials, special_originals)]
-        for s, original, (ref, sens) in checks:
-            got = evaluate(candidate, s, backend)
-            if tier < Numerics.REASSOCIATE:
-                ref = sens = None
+            checks += [(s, original_outputs("special", i, b), None, None) for i, s in enumerate(specials)]
+        for s, original, ref, sens in checks:
+            got = evaluate(candidate, s, b)
             cmp = compare_outputs(got, original, tier, ref, sens)
             if not cmp.ok:
                 result.mismatches.append(Mismatch(vec, candidate.applied, cmp, list(s), candidate.text()))
