@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
@@ -274,35 +275,23 @@ def _place(roots, inputs, blocks, labels, tiers) -> ir.Operation | None:
 
 
 def _forward_cone(block: ir.Block, early: list[ir.Operation], stop: ir.Operation) -> list[ir.Operation]:
-    """Ops before `stop` in `block` that are early users or depend on one, in block order."""
-    first = early[0]
-    for e in early[1:]:
-        if e.is_before_in_block(first):
-            first = e
-    early_set = set(early)
-    produced: set = set()
-    cone = []
-    started = False
-    for o in block.operations:
-        o = o.operation
-        if o == stop:
-            break
-        if o == first:
-            started = True
-        if not started:
+    """Ops before `stop` in `block` that are early users or depend on one, in block order.
+
+    Follows uses forward from the early users (visiting only the cone, not the whole block).
+    """
+    cone: set = set()
+    todo = list(early)
+    while todo:
+        op = todo.pop()
+        if op in cone:
             continue
-        depends = o in early_set or any(v in produced for inner in walk_ops_incl(o) for v in inner.operands)
-        if depends:
-            cone.append(o)
-            produced.update(o.results)
-    return cone
-
-
-def walk_ops_incl(op: ir.Operation) -> Iterator[ir.Operation]:
-    yield op
-    for region in op.regions:
-        for b in region.blocks:
-            yield from walk_ops(b)
+        cone.add(op)
+        for result in op.results:
+            for use in result.uses:
+                user = _ancestor_in(block, use.owner.operation if hasattr(use.owner, "operation") else use.owner)
+                if user is not None and user not in cone and user != stop and user.is_before_in_block(stop):
+                    todo.append(user)
+    return sorted(cone, key=functools.cmp_to_key(lambda a, b: -1 if a.is_before_in_block(b) else 1))
 
 
 # --- apply ------------------------------------------------------------------------------------
