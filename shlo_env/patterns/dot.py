@@ -30,6 +30,23 @@ def _chain_flops(a, b, c):
     return matmul_flops(m, k, n) + matmul_flops(m, n, p), matmul_flops(k, n, p) + matmul_flops(m, k, p)
 
 
+def _chain(op, inner_on: int):
+    """(A, B, C, inner) for (A·B)·C (inner_on=0) or A·(B·C) (inner_on=1) of plain matmuls,
+    with B a matrix; `inner` is the value of the inner product."""
+    outer = matmul_operands(op.result)
+    inner = outer and matmul_operands(outer[inner_on])
+    if not inner:
+        return None
+    (a, b), c = (inner[:2], outer[1]) if inner_on == 0 else ((outer[0], inner[0]), inner[1])
+    if len(shape_of(b.type)) != 2:
+        return None
+    return a, b, c, outer[inner_on]
+
+
+def _shapes(*values):
+    return [shape_of(v.type) for v in values]
+
+
 @register
 class ReassociateLeftToRight(Pattern):
     """(A·B)·C -> A·(B·C), offered when it needs fewer flops."""
@@ -38,25 +55,18 @@ class ReassociateLeftToRight(Pattern):
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
-        outer = matmul_operands(op.result)
-        if outer is None:
+        chain = _chain(op, inner_on=0)
+        if chain is None:
             return None
-        ab, c, _ = outer
-        inner = matmul_operands(ab)
-        if inner is None:
-            return None
-        a, b, inner_op = inner
-        if len(shape_of(b.type)) != 2:
-            return None
-        before, after = _chain_flops(shape_of(a.type), shape_of(b.type), shape_of(c.type))
+        a, b, c, ab = chain
+        before, after = _chain_flops(*_shapes(a, b, c))
         if not single_use(ab):
-            after += _mm_flops(shape_of(a.type), shape_of(b.type))  # A·B is still needed
+            after += _mm_flops(*_shapes(a, b))  # A·B is still needed
         if after < before:
             return Match(a=a, b=b, c=c, like=op)
 
     def rewrite(self, b, m):
-        bc = b.matmul(m.b, m.c, like=m.like)
-        return b.matmul(m.a, bc, like=m.like)
+        return b.matmul(m.a, b.matmul(m.b, m.c, like=m.like), like=m.like)
 
 
 @register
@@ -67,25 +77,18 @@ class ReassociateRightToLeft(Pattern):
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
-        outer = matmul_operands(op.result)
-        if outer is None:
+        chain = _chain(op, inner_on=1)
+        if chain is None:
             return None
-        a, bc, _ = outer
-        inner = matmul_operands(bc)
-        if inner is None:
-            return None
-        b_, c, _ = inner
-        if len(shape_of(b_.type)) != 2:
-            return None
-        left, right = _chain_flops(shape_of(a.type), shape_of(b_.type), shape_of(c.type))
+        a, b, c, bc = chain
+        left, right = _chain_flops(*_shapes(a, b, c))
         if not single_use(bc):
-            left += _mm_flops(shape_of(b_.type), shape_of(c.type))  # B·C is still needed
+            left += _mm_flops(*_shapes(b, c))  # B·C is still needed
         if left < right:
-            return Match(a=a, b=b_, c=c, like=op)
+            return Match(a=a, b=b, c=c, like=op)
 
     def rewrite(self, b, m):
-        ab = b.matmul(m.a, m.b, like=m.like)
-        return b.matmul(ab, m.c, like=m.like)
+        return b.matmul(b.matmul(m.a, m.b, like=m.like), m.c, like=m.like)
 
 
 @register
