@@ -12,6 +12,7 @@ import sys
 
 SUBCOMMANDS = {
     "bench": ("shlo_env.bench", "optimize a suite of programs and print the table against jax.jit"),
+    "noise": ("shlo_env.noise", "measure this machine's noise profile (faster/slower thresholds)"),
     "show": ("shlo_env.show", "render a program and its alternatives as Graphviz DOT/SVG"),
 }
 

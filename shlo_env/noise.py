@@ -1,0 +1,165 @@
+"""The noise profile of a machine (HloEnv paper, Appendix D.3) and `shlo-env noise`.
+
+About ten programs spanning the runtime range (sub-graphs of a few microseconds up to corpus
+programs of tens of milliseconds) are each timed against themselves many times, with exactly
+the procedure the search uses for a candidate (one worker request: 3 warm-ups, then A, B, A, B
+... for at least 10 rounds and 0.2 s). Every repeat gives one ratio T(B)/T(A) of a program
+against itself: the distribution of these ratios is what a candidate's ratio looks like when
+the rewrite changed nothing. The thresholds are
+
+    d = the `quantile` (default 0.95) of |log ratio| over all samples
+    faster = exp(-d), slower = exp(d)
+
+so a program counts as faster (slower) only when its ratio is below (above) what 95% of
+self-comparisons give (a quantile rather than the extreme, which with a few hundred samples is
+one stray measurement taken while another process ran). The paper found 0.94 / 1.06 on its machines. Profiles are stored in the
+results database per environment; `shlo-env bench` uses the latest one (and measures a quick
+one first when there is none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+import time
+
+import numpy as np
+
+from shlo_env.import_ import Program
+
+
+def profile_programs(count: int = 10, seed: int = 0) -> list[tuple[str, Program]]:
+    """`count` programs spanning the runtime range: about a third sub-graphs (microseconds), the
+    rest corpus programs at evenly spaced quantiles of their recorded runtime."""
+    from shlo_env import corpus, runtime
+
+    rng = random.Random(seed)
+    n_sub = max(1, count // 3)
+    picks: list[str] = []
+    sub = corpus.entries("inst-10-20")
+    picks += [e.uri for e in rng.sample(sub, (n_sub + 1) // 2)]
+    sub = corpus.entries("inst-20-40")
+    picks += [e.uri for e in rng.sample(sub, n_sub // 2)]
+    cpu = runtime.platform() == "cpu"
+    progs = sorted((e for e in corpus.entries("corpus") if cpu or not e.metadata.get("custom_calls")),
+                   key=lambda e: e.metadata.get("runtime_ms", 0.0))
+    n_corpus = max(1, count - len(picks))
+    if n_corpus >= len(progs):
+        idx = list(range(len(progs)))
+    else:
+        idx = sorted({round(i * (len(progs) - 1) / max(1, n_corpus - 1)) for i in range(n_corpus)})
+    picks += [progs[i].uri for i in idx]
+    return [(uri, corpus.load(uri)) for uri in picks]
+
+
+def thresholds(ratios, quantile: float = 0.95) -> tuple[float, float]:
+    dev = np.abs(np.log(np.asarray(ratios, dtype=np.float64)))
+    d = float(np.quantile(dev, quantile)) if len(dev) else 0.0
+    return math.exp(-d), math.exp(d)
+
+
+def measure(programs: list[tuple[str, Program]], *, repeats: int = 20, quantile: float = 0.95,
+            worker=None, device_lock=None, runs: int = 10, warmup: int = 3, min_seconds: float = 0.2,
+            progress: bool = True, timeout_s: float = 300.0) -> dict:
+    """Time each program against itself `repeats` times; return the profile (see module doc)."""
+    from shlo_env import runtime
+    from shlo_env.results_db import load_avg
+    from shlo_env.sweep import LockedWorker
+    from shlo_env.worker import CandidateError, Worker
+
+    own = worker is None
+    worker = worker or Worker(timeout_s)
+    w = LockedWorker(worker, device_lock) if device_lock is not None else worker
+    details, all_ratios = [], []
+    load_start = load_avg()
+    bar = None
+    if progress and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(programs) * repeats, desc="noise profile", unit="timing", file=sys.stderr,
+                   leave=False, dynamic_ncols=True)
+    t0 = time.perf_counter()
+    try:
+        for label, program in programs:
+            text = program.text()
+            w.set_inputs("noise", runtime.random_inputs(program.in_specs, 0))
+            ratios, best = [], math.inf
+            try:
+                for _ in range(repeats):
+                    a, b = w.time([text, text], "noise", runs, warmup, min_seconds)
+                    ratios.append(b.full / a.full)
+                    best = min(best, a.full, b.full)
+                    if bar is not None:
+                        bar.update(1)
+            except CandidateError as e:
+                details.append({"program": label, "error": str(e)})
+                continue
+            r = np.asarray(ratios)
+            details.append({"program": label, "runtime_s": best, "n": len(r),
+                            "min": float(r.min()), "median": float(np.median(r)), "max": float(r.max()),
+                            "p01": float(np.quantile(r, 0.01)), "p99": float(np.quantile(r, 0.99)),
+                            "ratios": [float(x) for x in r]})
+            all_ratios += ratios
+    finally:
+        if bar is not None:
+            bar.close()
+        if own:
+            worker.close()
+    if not all_ratios:
+        raise RuntimeError("no program of the noise profile could be timed")
+    faster, slower = thresholds(all_ratios, quantile)
+    loads = [x for x in (load_start, load_avg()) if x is not None]
+    return {"faster": faster, "slower": slower, "method": f"quantile {quantile} of |log ratio| (self-timing)",
+            "programs": sum("error" not in d for d in details), "repeats": repeats, "samples": len(all_ratios),
+            "load_avg": max(loads) if loads else None, "seconds": time.perf_counter() - t0,
+            "quantile": quantile, "details": details}
+
+
+def format_profile(profile: dict) -> str:
+    from shlo_env.bench import format_table
+
+    rows = []
+    for d in profile["details"] or []:
+        if "error" in d:
+            rows.append((d["program"], "-", "-", "-", "-", d["error"][:60]))
+            continue
+        rows.append((d["program"], f"{d['runtime_s'] * 1e3:.4f}", str(d["n"]), f"{d['min']:.3f}",
+                     f"{d['median']:.3f}", f"{d['max']:.3f}"))
+    head = ("program", "T ms", "repeats", "min ratio", "median", "max ratio")
+    load = profile.get("load_avg")
+    return (format_table(head, rows) + f"\n\nthresholds: faster < {profile['faster']:.3f}, slower > "
+            f"{profile['slower']:.3f} ({profile['samples']} self-timings, {profile['method']}"
+            + (f"; load average {load:.2f}" if load is not None else "") + ")")
+
+
+# --- `shlo-env noise` -------------------------------------------------------------------------
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--programs", type=int, default=10, help="programs spanning the runtime range (default 10)")
+    parser.add_argument("--repeats", type=int, default=20, help="self-timings per program (default 20)")
+    parser.add_argument("--quantile", type=float, default=0.95,
+                        help="quantile of |log ratio| that sets the thresholds (default 0.95)")
+    parser.add_argument("--db", default=None, help="results database (default ./results/shlo_env.sqlite)")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def run(args: argparse.Namespace) -> int:
+    from shlo_env.executors import DeviceLock
+    from shlo_env.results_db import DEFAULT_PATH, ResultsDB, environment
+
+    env = environment()
+    programs = profile_programs(args.programs, args.seed)
+    print(f"shlo-env noise: {len(programs)} programs x {args.repeats} self-timings on {env['device_kind']} "
+          f"({env['cpu_model']})", file=sys.stderr)
+    profile = measure(programs, repeats=args.repeats, quantile=args.quantile, device_lock=DeviceLock())
+    with ResultsDB(args.db or DEFAULT_PATH) as db:
+        db.ensure_environment(env)
+        pid = db.add_noise_profile(env["env_id"], profile)
+    print(format_profile(profile))
+    print(f"stored as noise profile {pid} in {args.db or DEFAULT_PATH} (environment {env['env_id']})")
+    return 0
+
+
+__all__ = ["measure", "profile_programs", "thresholds", "format_profile"]

@@ -1,0 +1,170 @@
+"""`shlo-env bench`: the program-level search, the Table-2 summary, reports, and resuming a
+sweep after `kill -9`."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from shlo_env import bench, examples
+from shlo_env.import_ import lower, save
+from shlo_env.results_db import ResultsDB, environment
+from shlo_env.sweep import optimize_program
+from shlo_env.worker import Worker
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with Worker(timeout_s=120) as w:
+        yield w
+
+
+def test_optimize_program_returns_a_verified_faster_rewrite(worker):
+    ex = examples.suite(["matmul_chain"])[0]  # (A @ B) @ v -> A @ (B @ v): ~500x fewer flops
+    p = lower(ex.fn, *ex.args(0), name=ex.name)
+    res = optimize_program(p, strategy="pick-first", budget_s=30, worker=worker)
+    assert res.status == "ok" and not res.returned_original, res.reason
+    assert res.ratio < res.threshold < 1.0 and res.search_ratio < res.threshold and res.confirm_ratio < res.threshold
+    assert res.applied and res.decisions and res.best_hash != res.original_hash and not res.identical
+    assert res.trajectory[0] == [res.original_hash, [[i, c] for i, c in enumerate(res.decisions[0]) if c]]
+    assert res.verification["tier"] == "REASSOCIATE" and res.verification["input_sets"] == 4
+    assert res.best["full"] < res.baseline["full"] and res.baseline["async"] is not None
+    assert res.cost_best["flops"] < res.cost_original["flops"]
+    rec = res.record()
+    json.dumps(rec)  # persisted as JSON
+    assert rec["identical"] is False and "program" not in rec
+
+
+def test_optimize_program_keeps_the_original_when_nothing_matches(worker):
+    p = lower(lambda x: jnp.tanh(x) * 2.0, np.ones((64, 64), np.float32), name="tanh2")
+    res = optimize_program(p, strategy="exhaustive", budget_s=10, patterns=[], worker=worker)
+    assert res.returned_original and res.identical and res.ratio == 1.0 and res.decisions == []
+    assert res.reason == "no pattern matched" and res.decision_space == 1
+    assert res.baseline["full"] > 0 and res.best == res.baseline
+
+
+def _row(ratio, identical=False, status="ok", floor=None, dataset="d", strategy="s"):
+    return {"dataset": dataset, "strategy": strategy, "status": status, "ratio": ratio, "identical": identical,
+            "best_full": 2e-3, "roofline_floor_s": floor, "name": f"p{ratio}", "strategy_used": strategy}
+
+
+def test_summary_is_table_2():
+    rows = [_row(1.0, True, floor=1e-3), _row(0.5, floor=5e-4), _row(0.97), _row(1.2), _row(None, status="error")]
+    (s,) = bench.summarize(rows, {"faster": 0.95, "slower": 1.05})
+    assert (s["programs"], s["measured"], s["errors"]) == (5, 4, 1)
+    assert s["avg_ratio"] == pytest.approx((1.0 + 0.5 + 0.97 + 1.2) / 4)
+    assert (s["max_ratio"], s["min_ratio"]) == (1.2, 0.5)
+    assert s["geomean_ratio"] == pytest.approx(math.exp(np.mean(np.log([1.0, 0.5, 0.97, 1.2]))))
+    assert (s["faster_pct"], s["slower_pct"], s["identical_pct"]) == (25.0, 25.0, 25.0)  # 0.97 is noise
+    assert s["roofline_geomean"] == pytest.approx(math.sqrt(2.0 * 4.0))
+    text = bench.format_table(bench.TABLE_HEADER, bench.table_rows([s]))
+    assert "| d " in text and "25.0" in text and "2.8x" in text
+
+
+def test_user_directory_dataset_and_reports(tmp_path):
+    d = tmp_path / "mine"
+    d.mkdir()
+    save(lower(lambda a, b, v: (a @ b) @ v, *[np.ones(s, np.float32) for s in ((256, 256), (256, 256), (256, 1))],
+               name="chain"), d / "chain.mlir")
+    save(lower(lambda x: jnp.sum(x * 2.0, axis=0), np.ones((32, 16), np.float32), name="s"), d / "sums.mlirbc")
+    db = tmp_path / "r.sqlite"
+    _seed_profile(db)
+    res = bench.sweep([str(d)], ["pick-first"], budget_s=8, db_path=db, out=tmp_path / "out", progress=False,
+                      peak_flops=1e11, peak_bandwidth=1e10)
+    assert [r["name"] for r in res.rows] == ["chain", "sums"] and res.ran == 2
+    assert all(r["status"] == "ok" for r in res.rows)
+    assert res.rows[0]["roofline_floor_s"] > 0 and res.summary[0]["measured"] == 2
+    for key in ("md", "csv", "summary_csv"):
+        assert res.reports[key].exists()
+    md = res.reports["md"].read_text()
+    assert "Table 2 form" in md and "| mine/ " in md
+    assert res.reports["csv"].read_text().count("\n") == 3
+    if "png" in res.reports:
+        assert res.reports["png"].read_bytes()[:4] == b"\x89PNG"
+    again = bench.sweep([str(d)], ["pick-first"], budget_s=8, db_path=db, out=False, progress=False)
+    assert (again.resumed, again.ran) == (2, 0) and [r["id"] for r in again.rows] == [r["id"] for r in res.rows]
+
+
+def _seed_profile(db_path) -> None:
+    """Give the test database a noise profile, so a sweep does not measure one first (the
+    profile itself is tested in test_noise_profile)."""
+    env = environment()
+    with ResultsDB(db_path) as db:
+        db.ensure_environment(env)
+        db.add_noise_profile(env["env_id"], {"faster": 0.9, "slower": 1.1, "samples": 0, "method": "test"})
+
+
+def test_noise_profile_thresholds():
+    from shlo_env import noise
+
+    lo, hi = noise.thresholds([1.0, 1.02, 0.98, 1.0, 0.99], quantile=1.0)
+    assert lo == pytest.approx(0.98) and hi == pytest.approx(1 / 0.98)
+    progs = noise.profile_programs(4)
+    assert len(progs) == 4 and progs[0][0].startswith("inst-") and progs[-1][0].startswith("corpus/")
+    prof = noise.measure(progs[:2], repeats=3, progress=False)
+    assert prof["samples"] == 6 and prof["faster"] <= 1.0 <= prof["slower"]
+    assert all(len(d["ratios"]) == 3 for d in prof["details"])
+
+
+def _measurement_rows(db_path):
+    c = sqlite3.connect(db_path)
+    c.row_factory = sqlite3.Row
+    rows = [dict(r) for r in c.execute("SELECT * FROM measurements ORDER BY id")]
+    sweeps = [dict(r) for r in c.execute("SELECT * FROM sweeps ORDER BY id")]
+    c.close()
+    return rows, sweeps
+
+
+def test_sweep_killed_with_sigkill_resumes_without_redoing_or_losing(tmp_path):
+    db = str(tmp_path / "r.sqlite")
+    _seed_profile(db)
+    cmd = [sys.executable, "-m", "shlo_env", "bench", "--dataset", "inst-10-20", "--limit", "8",
+           "--strategy", "pick-first", "--budget", "2", "--db", db, "--out", str(tmp_path / "out"),
+           "--no-plot", "--no-progress"]
+    env = dict(os.environ, SHLO_ENV_PEAK_FLOPS="1e11", SHLO_ENV_PEAK_BANDWIDTH="1e10")
+    # first run: killed (the whole process group, worker child included) after 3 measurements
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    deadline = time.time() + 150
+    before = []
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        try:
+            before, _ = _measurement_rows(db)
+        except sqlite3.OperationalError:
+            continue
+        if len(before) >= 3:
+            break
+    assert proc.poll() is None, "the sweep ended before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    before, sweeps = _measurement_rows(db)
+    assert 3 <= len(before) < 8 and sweeps[0]["status"] == "running"  # killed: never marked done
+
+    # second run: resumes
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    after, sweeps = _measurement_rows(db)
+    assert len(after) == 8  # nothing lost
+    keys = [(r["dataset"], r["uri"], r["program_hash"], r["strategy"], r["config_key"]) for r in after]
+    assert len(set(keys)) == 8  # nothing duplicated
+    old = {r["id"]: r for r in before}
+    for r in after:  # finished measurements were not redone: same rows, same timestamps
+        if r["id"] in old:
+            assert r == old[r["id"]]
+    assert len([r for r in after if r["sweep_id"] == sweeps[-1]["id"]]) == 8 - len(before)
+    assert sweeps[-1]["status"] == "done"
+    assert re.search(rf"\b{len(before)} measurements from the database\b|{len(before)} from the database",
+                     out.stdout + out.stderr)
+    assert "| inst-10-20 | pick-first | 8 " in out.stdout  # the table covers old and new rows
