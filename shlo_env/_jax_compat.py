@@ -134,11 +134,20 @@ def enable_x64():
 
 
 def canonical_hlo_text(hlo_module) -> str:
-    """HLO text without metadata and with canonical names: equal text, equal executable."""
+    """HLO text without metadata and with canonical names: equal text, equal executable.
+
+    Backend configs are kept: on CPU they carry the parallel partitioning and library-fusion
+    settings (`outer_dimension_partitions`, `fusion_config`) that make two executables with
+    the same instructions run differently."""
     try:
         from jaxlib import _hlo
 
-        return hlo_module.to_string(_hlo.HloPrintOptions.fingerprint())
+        options = _hlo.HloPrintOptions.fingerprint()
+        try:
+            options.print_backend_config = True
+        except AttributeError:  # pragma: no cover - bindings without the setter
+            pass
+        return hlo_module.to_string(options)
     except (ImportError, AttributeError, TypeError):  # pragma: no cover - other jaxlib layouts
         return hlo_module.to_string()
 

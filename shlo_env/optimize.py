@@ -227,6 +227,7 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
         if best.ratio >= threshold:
             return keep_original(f"best candidate ratio {best.ratio:.3f} is within noise (threshold {threshold:.3f})")
         if deadline - time.perf_counter() > 0.1 * budget_s:
+            evaluator.hard_deadline = t0 + 0.95 * budget_s  # the confirmation may use the reserve
             try:
                 confirm = evaluator.retime(best)
             except CandidateError as e:

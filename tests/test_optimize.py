@@ -135,3 +135,22 @@ def test_evaluator_survives_bad_candidates_and_caches_states():
         assert good.ok and good.ratio == 1.0
         assert ev.stats.evaluated == 1 and ev.stats.cache_hits == 1
         assert ev.evaluate(broken) is bad and ev.stats.evaluated == 1
+
+
+def test_report_names_the_strategy_the_space_and_the_cache(chain_args):
+    """"auto" picks by decision-space size (one alternatives op with two choices: exhaustive);
+    the report carries the search's effort and its cache hit rate."""
+    opt = se.optimize(chain, *chain_args, budget_s=40)
+    r = opt.report
+    assert r.strategy == "exhaustive" and r.decision_space == 2
+    assert r.pass_actions == () and r.disabled_passes == ()
+    assert r.candidates_evaluated >= 1 and 0.0 <= r.hit_rate <= 1.0
+    assert "cache hits" in str(r) and r.total_s <= 40 + 5
+
+
+def test_strategy_options_reach_the_strategy(chain_args):
+    opt = se.optimize(chain, *chain_args, strategy="beam", strategy_options={"alpha": 0.0, "widen": (), "seed_pick_first": False}, budget_s=40)
+    info = opt.report.strategy_info
+    assert opt.report.strategy == "beam" and info["expansions"] == 1 and info["pruned"] == info["children"]
+    # pruning stops expansion, not evaluation: the root's children were timed and the best kept
+    assert not opt.report.returned_original and "reassociate_left_to_right" in opt.report.applied

@@ -208,6 +208,7 @@ class SearchContext:
     threshold: float = 0.97  # a candidate must be at least this much faster to count
     passes: tuple[str, ...] = ()  # XLA passes the search may disable (macro actions)
     seed: int = 0
+    confirm_best: bool = True  # time a new best twice before it counts (see evaluate)
     rng: random.Random = dataclasses.field(init=False)
     root: State = dataclasses.field(init=False)
     expansions: int = 0
@@ -280,8 +281,15 @@ class SearchContext:
         return self._best
 
     def evaluate(self, state: State, *, time_it: bool = True) -> Evaluation:
-        """Verify and time a state (once per state, shared by every strategy); remembers the best."""
+        """Verify and time a state (once per state, shared by every strategy); remembers the best.
+
+        A state that would become the new best is first timed a second time (`confirm_best`)
+        and keeps the slower of its two ratios: among hundreds of noisy measurements the
+        fastest one is otherwise often just the luckiest."""
         ev = self.evaluator.evaluate(state.program, passes=state.passes, hash=state.hash, time_it=time_it)
+        if ev.ok and ev.timed and ev.ratio < self.best.ratio:
+            if self.confirm_best and not ev.confirmed and not self.out_of_time():
+                self.evaluator.confirm(ev)
         if ev.ok and ev.timed and ev.ratio < self.best.ratio:
             self._best = ev
         self.progress.update(self.evaluator, self.best)

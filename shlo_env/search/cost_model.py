@@ -1,0 +1,116 @@
+"""Greedy search by XLA's cost model: rank without timing, time only the most promising.
+
+At each step the candidate vectors of the current state (every vector when the space is
+small, else pick-first, each single choice, and a few seeded random vectors; at most
+`max_candidates`) are applied and compiled for `cost_analysis` only (flops, bytes accessed,
+transcendentals: noise-free, no run). They are ranked by a roofline estimate
+
+    t_est = flops / peak_flops + transcendentals / peak_transcendentals + bytes / peak_bandwidth
+
+and only the `top_k` best-ranked candidates that the model predicts faster than the current
+state (by `min_predicted_gain`) are verified and timed. The search moves to the fastest timed
+one if it beats the current state beyond noise, and stops otherwise. The machine constants
+default per platform; only their ratios matter for the ranking.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from shlo_env.search.base import (
+    SearchContext, Strategy, all_vectors, is_stop, one_hot_vectors, pick_first_vector, random_vector,
+    register_strategy,
+)
+from shlo_env.search.evaluator import Evaluation
+
+# (flops/s, transcendentals/s, bytes/s): rough orders of magnitude for one CPU socket / one GPU.
+MACHINE = {
+    "cpu": (5e10, 5e9, 2e10),
+    "gpu": (5e13, 5e12, 2e12),
+}
+
+
+def roofline(cost: dict, machine: tuple[float, float, float]) -> float:
+    """Estimated seconds from a cost analysis (inf when XLA rejected the program)."""
+    flops, trans, bw = machine
+    f, b = cost.get("flops", math.nan), cost.get("bytes", math.nan)
+    t = cost.get("transcendentals", 0.0) or 0.0
+    if cost.get("error") or math.isnan(f) or math.isnan(b):
+        return math.inf
+    return f / flops + t / trans + b / bw
+
+
+@register_strategy
+class CostModel(Strategy):
+    name = "cost-model"
+
+    def __init__(self, top_k: int = 2, max_candidates: int = 24, min_predicted_gain: float = 0.01,
+                 machine: tuple[float, float, float] | None = None, pass_prob: float = 0.1):
+        super().__init__()
+        self.top_k = top_k
+        self.max_candidates = max_candidates
+        self.min_predicted_gain = min_predicted_gain
+        self.machine = machine
+        self.pass_prob = pass_prob
+
+    def _machine(self) -> tuple[float, float, float]:
+        if self.machine is not None:
+            return self.machine
+        from shlo_env import runtime
+
+        return MACHINE["cpu" if runtime.platform() == "cpu" else "gpu"]
+
+    def candidates(self, exp, ctx: SearchContext):
+        if exp.size - 1 <= self.max_candidates:
+            gen = all_vectors(exp.dims)
+        else:
+            gen = itertools.chain([pick_first_vector(exp.dims)], one_hot_vectors(exp.dims),
+                                  (random_vector(exp.dims, ctx.rng, self.pass_prob) for _ in range(self.max_candidates)))
+        seen = set()
+        for vec in gen:
+            if is_stop(vec) or tuple(vec) in seen:
+                continue
+            seen.add(tuple(vec))
+            yield vec
+            if len(seen) >= self.max_candidates:
+                return
+
+    def search(self, ctx: SearchContext) -> Evaluation:
+        machine = self._machine()
+        state, state_ratio = ctx.root, 1.0
+        state_est = roofline(ctx.cost(state), machine)
+        counts = dict(costed=0, timed=0, steps=0, predicted=[])
+        for _ in range(ctx.max_steps):
+            if ctx.out_of_time():
+                break
+            exp = ctx.expand(state)
+            if not exp.dims:
+                break
+            ranked = []
+            for vec in self.candidates(exp, ctx):
+                if ctx.out_of_time():
+                    break
+                child = ctx.child(exp, vec)
+                if child is None or child.key == state.key:
+                    continue
+                est = roofline(ctx.cost(child), machine)
+                counts["costed"] += 1
+                ranked.append((est, child))
+            ranked.sort(key=lambda r: r[0])
+            promising = [(e, c) for e, c in ranked if e < state_est * (1 - self.min_predicted_gain)][:self.top_k]
+            step_best = None
+            for est, child in promising:
+                if ctx.out_of_time():
+                    break
+                ev = ctx.evaluate(child)
+                counts["timed"] += 1
+                if ev.ok and ev.timed and (step_best is None or ev.ratio < step_best[0].ratio):
+                    step_best = (ev, child, est)
+            if step_best is None or not ctx.improves(step_best[0], state_ratio):
+                break
+            counts["steps"] += 1
+            counts["predicted"].append(step_best[2] / state_est if state_est > 0 else math.nan)
+            state, state_ratio, state_est = step_best[1], step_best[0].ratio, step_best[2]
+        self.info.update(counts)
+        return ctx.best
