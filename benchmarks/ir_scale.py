@@ -12,12 +12,9 @@ import argparse
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 import shlo_env as se
-from shlo_env.import_ import ir_scope
-from jaxlib.mlir import ir
 
 
 def block(x, p):

@@ -20,6 +20,7 @@ program, within noise: ratio(beam) <= ratio(pick-first) * (1 + tol), tol = max(n
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import math
 import os
@@ -28,10 +29,11 @@ import time
 
 from shlo_env import examples, runtime
 from shlo_env.import_ import lower
-from shlo_env.search.runner import run_search
-from shlo_env.worker import CandidateError, Worker
+from shlo_env.search.runner import optimize_program
+from shlo_env.worker import Worker
 
 DEFAULT = ["pick-first", "beam", "mcts", "cost-model", "random"]
+Found = collections.namedtuple("Found", "program passes")  # what a strategy's search returned
 
 
 def programs(names, corpus_limit):
@@ -103,24 +105,25 @@ def main(argv=None) -> int:
         program = load()
         found, per = {}, {}
         for s in args.strategies:
-            try:
-                r = run_search(program, s, budget_s=args.budget, passes=args.passes, seed=args.seed)
-            except CandidateError as e:
-                print(f"  {name} {s}: failed ({e})", file=sys.stderr)
+            r = optimize_program(program, strategy=s, budget_s=args.budget, passes=args.passes, seed=args.seed,
+                                 final_timing=False, cost=False)
+            if r.status != "ok":
+                print(f"  {name} {s}: failed ({r.error})", file=sys.stderr)
                 continue
-            found[s] = r.result
+            found[s] = Found(r.program, r.disabled_passes)
             per[s] = r
             st = search_stats[s]
             st["evaluated"] += r.stats.evaluated
             st["hits"] += r.stats.cache_hits
             st["timed"] += r.stats.timed
             st["reused"] += r.stats.executable_hits
-            st["seconds"] += r.seconds
-            kept = "kept    " if r.result.key == r.best.key and r.best.ratio < 1 else "original"
-            print(f"  {name:22s} {s:11s} search ratio {r.best.ratio:6.3f} (confirm {r.confirmed_ratio:6.3f}, "
-                  f"threshold {r.threshold:.3f}: {kept}) {r.best.describe()[:60]:60s} "
+            st["seconds"] += r.total_s
+            kept = "original" if r.returned_original else "kept    "
+            best = r.search_best
+            print(f"  {name:22s} {s:11s} search ratio {best.ratio:6.3f} (confirm {r.confirm_ratio:6.3f}, "
+                  f"threshold {r.threshold:.3f}: {kept}) {best.describe()[:60]:60s} "
                   f"{r.stats.evaluated:3d} eval {r.stats.cache_hits:3d} hits ({r.stats.hit_rate:4.0%}) "
-                  f"{r.seconds:5.1f} s", file=sys.stderr, flush=True)
+                  f"{r.total_s:5.1f} s", file=sys.stderr, flush=True)
         ratios, noise, base, executables = final_timing(program, found, args.runs)
         space = next(iter(per.values())).decision_space if per else 1
         tol = max(noise, 0.06)
@@ -132,13 +135,14 @@ def main(argv=None) -> int:
         rows.append([name, str(space), f"{base * 1e3:.3f}"] + [f"{ratios[s]:.3f}" if s in ratios else "-" for s in args.strategies]
                     + [f"{noise:.3f}", "/".join(verdict)])
         raw[name] = {"space": space, "baseline_ms": base * 1e3, "noise": noise, "ratios": ratios,
-                     "found": {s: found[s].describe() for s in found},
-                     "best": {s: per[s].best.describe() for s in per},
-                     "search": {s: {"search_ratio": per[s].best.ratio, "confirmed_ratio": per[s].confirmed_ratio,
+                     "found": {s: ", ".join(list(per[s].applied) + [f"-{p}" for p in per[s].disabled_passes])
+                               or "(original)" for s in per},
+                     "best": {s: per[s].search_best.describe() for s in per},
+                     "search": {s: {"search_ratio": per[s].search_best.ratio, "confirmed_ratio": per[s].confirm_ratio,
                                     "threshold": per[s].threshold, "evaluated": per[s].stats.evaluated,
                                     "cache_hits": per[s].stats.cache_hits, "hit_rate": per[s].stats.hit_rate,
                                     "timed": per[s].stats.timed, "reused": per[s].stats.executable_hits,
-                                    "seconds": per[s].seconds, "info": per[s].info} for s in per}}
+                                    "seconds": per[s].total_s, "info": per[s].strategy_info} for s in per}}
     header = ["program", "space", "jax.jit ms"] + args.strategies + ["noise", "beam/mcts vs pick-first"]
     load1 = os.getloadavg()
     print(f"\nratio = T(result) / T(original as jax.jit compiles it), all results timed side by side in one "

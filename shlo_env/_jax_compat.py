@@ -25,7 +25,6 @@ def make_ir_context() -> ir.Context:
         ctx = ir.Context()
         stablehlo.register_dialect(ctx)
         chlo.register_dialect(ctx)
-        from jaxlib.mlir.dialects import func  # noqa: F401  (func is built in)
     # Our alternatives op is an unregistered operation.
     ctx.allow_unregistered_dialects = True
     return ctx

@@ -147,8 +147,6 @@ def lower_to_case(op: ir.Operation, choice: int) -> ir.Operation:
 
     Lets XLA compile a program whose decisions are still open (all branches are kept).
     """
-    from jaxlib.mlir.dialects import stablehlo  # noqa: F401  (registers the dialect types)
-
     op = op.operation
     ip = ir.InsertionPoint(op)
     i32 = ir.RankedTensorType.get([], ir.IntegerType.get_signless(32))

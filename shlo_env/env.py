@@ -30,16 +30,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
 
-import jax
 import numpy as np
 
 from shlo_env import driver, observe, runtime
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import (  # noqa: F401  (program_state/program_from_state re-exported)
-    Program, ProgramError, load, lower, parse_module, program_from_state, program_state, save,
+    Program, ProgramError, load, lower, program_from_state, program_state, save,
 )
 from shlo_env.numerics import Numerics
 from shlo_env.patterns.base import resolve
@@ -124,12 +122,15 @@ class InProcess:
     def run(self, text, input_key, disabled_passes=(), timeout_s=None):
         return self._guard(lambda: runtime.execute(runtime.compile(text, disabled_passes), self._inputs[input_key]))
 
-    def reference(self, text, input_key, timeout_s=None):
-        return self._guard(lambda: runtime.reference_outputs(load(text), self._inputs[input_key]))
+    def reference(self, text, input_key, timeout_s=None, perturb_ulps=0.0):
+        return self._guard(lambda: runtime.reference_outputs(load(text), self._inputs[input_key], perturb_ulps))
 
     def time(self, texts, input_key, runs=10, warmup=3, min_seconds=0.0, disabled_passes=(), timeout_s=None):
+        return self.time_each([(t, disabled_passes) for t in texts], input_key, runs, warmup, min_seconds)
+
+    def time_each(self, items, input_key, runs=10, warmup=3, min_seconds=0.0, timeout_s=None):
         def go():
-            exes = [runtime.compile(t, disabled_passes) for t in texts]
+            exes = [runtime.compile(t, passes) for t, passes in items]
             return runtime.compare(exes, self._inputs[input_key], runs=runs, warmup=warmup,
                                    min_seconds=min_seconds)
         return self._guard(go)
@@ -395,32 +396,34 @@ class Env:
 
     def is_equivalent(self, other: "Program | Env | None" = None, *, tier=None) -> Equivalence:
         """Do the current program's outputs match `other`'s (default: the original), on the
-        example inputs and `num_random` seeded random sets, within the tier of what was applied
-        (`tier` can loosen or tighten it)? REASSOCIATE is judged against a float64 reference."""
+        example inputs and `num_random` seeded random sets? The result's tier is what was
+        established: EXACT when bitwise equal, else REASSOCIATE (judged against a float64
+        reference) or APPROX for programs that claim it. With `tier`, the check passes only
+        if the established tier is at least that strict."""
         from shlo_env.search.evaluator import Evaluator
 
         candidate = self.current().clone()
-        if tier is not None:
-            candidate.numerics = Numerics.parse(tier)
+        if tier is not None and Numerics.parse(tier) > Numerics(candidate.numerics):
+            candidate.numerics = Numerics.parse(tier)  # allow a looser comparison if asked
         reference_program = self.original if other is None else (
             other.current() if isinstance(other, Env) else other)
-        if other is None and tier is None:
+        if other is None:
             evaluator = self.evaluator()
-        else:
-            # a fresh Evaluator: its cache (by DAG hash) knows nothing of another reference or
-            # tier. Input keys are per worker, so it replaces ours: drop ours afterwards.
+        else:  # a fresh Evaluator: its cache (by DAG hash) knows nothing of another reference
             evaluator = Evaluator(reference_program, worker=self.worker, num_random=self.num_random,
                                   seed=self.seed)
-            self._evaluator = None
         ev = evaluator.verify_only(candidate)
         cmp = ev.comparison
-        tier_used = Numerics(candidate.numerics)
         n = evaluator.num_input_sets
-        if ev.ok:
-            return Equivalence(True, tier_used, cmp.max_error if cmp else 0.0, cmp.bound if cmp else 0.0,
+        established = ev.verified if ev.ok else Numerics(candidate.numerics)
+        if ev.ok and (tier is None or established <= Numerics.parse(tier)):
+            return Equivalence(True, established, cmp.max_error if cmp else 0.0, cmp.bound if cmp else 0.0,
                                "", n)
-        return Equivalence(False, tier_used, cmp.max_error if cmp else float("nan"),
-                           cmp.bound if cmp else float("nan"), ev.error or (cmp.detail if cmp else ""), n)
+        detail = ev.error or (cmp.detail if cmp else "")
+        if ev.ok:
+            detail = f"equal only within {established.name}, not {Numerics.parse(tier).name}"
+        return Equivalence(False, Numerics.parse(tier) if tier is not None else established,
+                           cmp.max_error if cmp else float("nan"), cmp.bound if cmp else float("nan"), detail, n)
 
     def close(self) -> None:
         """Stop the worker (if this Env started it). The Env stays usable: it restarts one."""

@@ -106,7 +106,7 @@ def run_task(task: Task, worker, device_lock) -> dict:
     """Optimize one task's program; a result dict (`ProgramResult.record()`) plus bookkeeping.
     Never raises: an exception becomes a result with status "error"."""
     from shlo_env.results_db import now_iso
-    from shlo_env.sweep import optimize_program
+    from shlo_env.search.runner import optimize_program
 
     started = now_iso()
     try:

@@ -66,7 +66,7 @@ def measure(programs: list[tuple[str, Program]], *, repeats: int = 20, quantile:
     """Time each program against itself `repeats` times; return the profile (see module doc)."""
     from shlo_env import runtime
     from shlo_env.results_db import load_avg
-    from shlo_env.sweep import LockedWorker
+    from shlo_env.search.runner import LockedWorker
     from shlo_env.worker import CandidateError, Worker
 
     own = worker is None

@@ -151,3 +151,30 @@ def compare_outputs(candidate, original, tier, reference=None, sensitivity=None)
         if cmp.max_error >= worst.max_error:
             worst = cmp
     return worst
+
+
+def verify(candidate_sets, original_sets, claimed, references=None, sensitivities=None) -> Comparison:
+    """The tier a candidate is verified in, over several input sets.
+
+    Bitwise equal on every set: EXACT. Otherwise the REASSOCIATE criterion decides (APPROX
+    for candidates that claim it), also for rewrites exact in StableHLO semantics: compilers
+    reassociate float math differently in different programs (XLA folds constants, and
+    vectorizes transcendentals differently), so compiled outputs of exact rewrites can differ
+    in the last bits. The returned Comparison's `tier` is the tier established; `ok` False
+    means the candidate is not verified in any tier it may use.
+    """
+    candidate_sets, original_sets = list(candidate_sets), list(original_sets)
+    if all(compare_outputs(c, o, Numerics.EXACT).ok for c, o in zip(candidate_sets, original_sets)):
+        return Comparison(True, Numerics.EXACT)
+    tier = max(Numerics.parse(claimed), Numerics.REASSOCIATE)
+    n = len(original_sets)
+    references = references if references is not None else [None] * n
+    sensitivities = sensitivities if sensitivities is not None else [None] * n
+    worst = Comparison(True, tier)
+    for c, o, r, s in zip(candidate_sets, original_sets, references, sensitivities):
+        cmp = compare_outputs(c, o, tier, r, s)
+        if not cmp.ok:
+            return cmp
+        if cmp.max_error >= worst.max_error:
+            worst = cmp
+    return worst

@@ -24,12 +24,9 @@ import numpy as np
 
 from shlo_env import _jax_compat, runtime
 from shlo_env.import_ import Program, lower
-from shlo_env.numerics import Numerics, compare_outputs
-from shlo_env.patterns.base import resolve
-from shlo_env.search import Evaluator, get_strategy
+from shlo_env.numerics import Numerics, verify
 from shlo_env.search import passes as pass_actions
-from shlo_env.search.base import Progress, SearchContext, auto_strategy
-from shlo_env.worker import CandidateError, Worker, default_timeout
+from shlo_env.search.runner import optimize_program
 
 
 @dataclasses.dataclass
@@ -167,7 +164,6 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
       strategy_options: keyword options for the strategy (e.g. {"alpha": 1.0} for beam).
     """
     t0 = time.perf_counter()
-    deadline = t0 + budget_s
     name = name or getattr(fn, "__name__", "fn")
     jitted = jax.jit(fn)
     program = lower(fn, *args, name=name)
@@ -184,61 +180,24 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
         report.total_s = time.perf_counter() - t0
         return OptimizedFunction(fn, jitted, report, None, program)
 
-    from shlo_env.hashing import dag_hash
-
-    report.original_hash = dag_hash(program)
-    # Time plan: search until 75% of the budget; no worker request may run past 85%; the rest
-    # confirms the winner and checks the callable in this process.
-    worker = Worker(timeout_s or default_timeout())
-    with Evaluator(program, worker=worker, num_random=num_random, seed=seed,
-                   hard_deadline=t0 + 0.85 * budget_s) as evaluator:
-        try:
-            noise = evaluator.measure_noise()
-        except CandidateError as e:
-            return keep_original(f"the original program does not run in the worker ({e})")
-        report.noise = noise
-        threshold = 1.0 - max(min_gain, 2.0 * noise)
-        report.threshold = threshold
-        bar = Progress(progress, label=f"optimize {name}", budget_s=budget_s)
-        ctx = SearchContext(program, resolve(patterns), evaluator, deadline=t0 + 0.75 * budget_s,
-                            max_steps=max_steps, progress=bar, threshold=threshold, passes=offered, seed=seed)
-        root = ctx.expand(ctx.root)
-        report.decision_space = root.size
-        chosen = strategy if strategy != "auto" else auto_strategy(root)
-        report.strategy = chosen if isinstance(chosen, str) else getattr(chosen, "name", str(chosen))
-        bar.label = f"{report.strategy} {name}"
-        t_search = time.perf_counter()
-        searcher = get_strategy(chosen, **(strategy_options or {}))
-        try:
-            best = searcher.search(ctx)
-        finally:
-            bar.close(evaluator, ctx.best)
-        report.search_s = time.perf_counter() - t_search
-        report.strategy_info = dict(searcher.info)
-        stats = evaluator.stats
-        report.candidates_evaluated, report.cache_hits = stats.evaluated, stats.cache_hits
-        report.failures = dict(stats.failures)
-        report.baseline_s = evaluator.baseline_s
-        if best.key == evaluator.original_key or not best.ok:
-            if root.size <= 1:
-                return keep_original("no pattern matched")
-            return keep_original("no candidate was verified faster than the original"
-                                 if stats.evaluated else "the search evaluated no candidate")
-        if best.ratio >= threshold:
-            return keep_original(f"best candidate ratio {best.ratio:.3f} is within noise (threshold {threshold:.3f})")
-        if deadline - time.perf_counter() > 0.1 * budget_s:
-            evaluator.hard_deadline = t0 + 0.95 * budget_s  # the confirmation may use the reserve
-            try:
-                confirm = evaluator.retime(best)
-            except CandidateError as e:
-                return keep_original(f"best candidate could not be timed again ({e})")
-            if confirm >= threshold:
-                return keep_original(f"best candidate did not confirm: ratio {best.ratio:.3f} then {confirm:.3f}")
-        first_inputs = evaluator.inputs(0)
-        reference = evaluator.references()[0]
-
-    return _finish(fn, args, jitted, program, best, report, first_inputs, reference, threshold,
-                   keep_original, t0)
+    # The search, confirmation and verification are the program-level search; the rest of the
+    # budget (about 15%) builds the callable and checks it in this process.
+    res = optimize_program(program, patterns=patterns, strategy=strategy, budget_s=budget_s,
+                           max_steps=max_steps, num_random=num_random, seed=seed, min_gain=min_gain,
+                           progress=progress, timeout_s=timeout_s, passes=passes,
+                           strategy_options=strategy_options, final_timing=False, cost=False, name=name)
+    report.original_hash = res.original_hash
+    report.strategy, report.noise, report.threshold = res.strategy, res.noise, res.threshold
+    report.decision_space, report.strategy_info, report.search_s = res.decision_space, res.strategy_info, res.search_s
+    report.candidates_evaluated, report.cache_hits = res.candidates_evaluated, res.cache_hits
+    report.failures = dict(res.failures)
+    report.baseline_s = res.baseline.get("full", float("nan"))
+    if res.status != "ok":
+        return keep_original(res.error)
+    if res.returned_original:
+        return keep_original(res.reason)
+    return _finish(fn, args, jitted, program, res.evaluation, report, res.check_inputs, res.check_reference,
+                   res.threshold, keep_original, t0)
 
 
 def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out, threshold,
@@ -252,11 +211,12 @@ def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out,
         want = jax.tree_util.tree_leaves(jitted(*call_args))
     except Exception as e:  # noqa: BLE001 - any failure here means: keep jax.jit
         return keep_original(f"could not build the optimized callable: {type(e).__name__}: {e}")
-    tier = best.numerics
-    ref = reference_out if tier >= Numerics.REASSOCIATE else None
-    cmp = compare_outputs([np.asarray(g) for g in got], [np.asarray(w) for w in want], tier, ref)
+    ref, sens = reference_out if reference_out is not None else (None, None)
+    cmp = verify([[np.asarray(g) for g in got]], [[np.asarray(w) for w in want]], best.numerics,
+                 None if ref is None else [ref], None if sens is None else [sens])
     if not cmp.ok:
         return keep_original(f"final in-process check against jax.jit failed: {cmp.detail}")
+    tier = max(cmp.tier, best.verified)
     t_jit, t_opt = time_callables([jitted, call], call_args)
     ratio = t_opt / t_jit
     report.baseline_s, report.optimized_s, report.ratio = t_jit, t_opt, ratio

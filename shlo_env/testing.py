@@ -29,6 +29,8 @@ from shlo_env.driver import apply, augment, list_alternatives, walk_ops
 from shlo_env.import_ import Program, ir_scope, load, lower
 from shlo_env.numerics import SENSITIVITY_ULPS, Comparison, Numerics, compare_outputs
 from shlo_env.patterns.base import Pattern, resolve
+# Random programs from an op table, re-exported for users writing their own property tests.
+from shlo_env.random_programs import OP_TABLE, jax_programs, programs, recipes, sample  # noqa: F401
 from shlo_env.tensor_types import element_type
 
 # Ops the reference interpreter is known to evaluate; anything else goes to XLA (the
@@ -187,6 +189,12 @@ def check_rewrites(program: Program, patterns=None, *, decisions: str | int = "e
     return result
 
 
+__all__ = [
+    "CheckResult", "Mismatch", "MismatchError", "arrays", "check_pattern", "check_rewrites", "evaluate",
+    "interpretable", "programs_from", "reference", "OP_TABLE", "jax_programs", "programs", "recipes", "sample",
+]
+
+
 # --- strategies for pattern authors --------------------------------------------------------
 
 def arrays(shape: Sequence[int], dtype=np.float32) -> st.SearchStrategy:
@@ -205,7 +213,7 @@ def programs_from(fn: Callable, *arg_strategies: st.SearchStrategy) -> st.Search
     return st.tuples(*arg_strategies).map(lambda args: lower(fn, *args))
 
 
-def check_pattern(pattern: type[Pattern] | Pattern, programs: st.SearchStrategy, *,
+def check_pattern(pattern: type[Pattern] | Pattern, programs: st.SearchStrategy, *,  # noqa: F811
                   max_examples: int = 50, decisions: str | int = "each", backend: str = "auto",
                   require_match: bool = True, seed: int | None = 0) -> CheckResult:
     """Property-test one pattern: on every drawn program, every alternative it records must
@@ -233,6 +241,3 @@ def check_pattern(pattern: type[Pattern] | Pattern, programs: st.SearchStrategy,
         raise AssertionError(f"pattern {p.name!r} never fired on {max_examples} drawn programs")
     return total
 
-
-# Random programs from an op table (re-exported for users writing their own property tests).
-from shlo_env.random_programs import OP_TABLE, jax_programs, programs, recipes, sample  # noqa: E402,F401

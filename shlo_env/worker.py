@@ -50,12 +50,7 @@ def serve(conn) -> None:
                 text, key, perturb_ulps = args
                 result = runtime.reference_outputs(load(text), inputs[key][1], perturb_ulps)
             elif cmd == "time":
-                texts, key, runs, warmup, min_seconds, passes = args
-                exes = [runtime.compile(t, passes) for t in texts]
-                result = runtime.compare(exes, inputs[key][0], runs=runs, warmup=warmup,
-                                         min_seconds=min_seconds)
-            elif cmd == "time_each":
-                # like "time", but each program compiled with its own disabled XLA passes
+                # side by side, each program compiled with its own disabled XLA passes
                 items, key, runs, warmup, min_seconds = args
                 exes = [runtime.compile(t, passes) for t, passes in items]
                 result = runtime.compare(exes, inputs[key][0], runs=runs, warmup=warmup,
@@ -189,14 +184,15 @@ class Worker:
 
     def time(self, texts: Sequence[str], input_key: str, runs: int = 10, warmup: int = 3,
              min_seconds: float = 0.0, disabled_passes: Sequence[str] = (), timeout_s: float | None = None):
-        return self._call("time", (list(texts), input_key, runs, warmup, min_seconds, tuple(disabled_passes)),
-                          input_key, timeout_s)
+        """Time programs side by side (A, B, A, B, ...); see `runtime.compare`."""
+        return self.time_each([(t, disabled_passes) for t in texts], input_key, runs, warmup, min_seconds,
+                              timeout_s)
 
     def time_each(self, items: Sequence[tuple[str, Sequence[str]]], input_key: str, runs: int = 10,
                   warmup: int = 3, min_seconds: float = 0.0, timeout_s: float | None = None):
         """Like `time`, with each program's own disabled XLA passes: items are (text, passes)."""
         items = [(t, tuple(p)) for t, p in items]
-        return self._call("time_each", (items, input_key, runs, warmup, min_seconds), input_key, timeout_s)
+        return self._call("time", (items, input_key, runs, warmup, min_seconds), input_key, timeout_s)
 
     def cost(self, text: str, disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> dict:
         return self._call("cost", (text, tuple(disabled_passes)), None, timeout_s)

@@ -20,7 +20,7 @@ import pytest
 from shlo_env import bench, examples
 from shlo_env.import_ import lower, save
 from shlo_env.results_db import ResultsDB, environment
-from shlo_env.sweep import optimize_program
+from shlo_env.search.runner import optimize_program
 from shlo_env.worker import Worker
 
 

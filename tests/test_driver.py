@@ -1,12 +1,10 @@
-import warnings
-
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import shlo_env as se
 from shlo_env.driver import ApplyError, AugmentStats, PatternWarning
-from shlo_env.patterns.base import Match, Pattern, producer
+from shlo_env.patterns.base import Match, Pattern
 from shlo_env.testing import check_rewrites, evaluate
 
 

@@ -5,8 +5,7 @@ import pytest
 from jaxlib.mlir import ir
 
 import shlo_env as se
-from shlo_env.import_ import ir_scope
-from shlo_env.patterns.base import Match, Pattern, commuted
+from shlo_env.patterns.base import Match, Pattern
 from shlo_env.search import Evaluator
 from shlo_env.worker import Worker
 

@@ -62,8 +62,8 @@ class ModelWorker:
         self.calls[("run", self._k(text), tuple(disabled_passes), input_key)] += 1
         return runtime.execute(self._exe(text, disabled_passes), self.inputs[input_key])
 
-    def reference(self, text, input_key, timeout_s=None):
-        return runtime.reference_outputs(se.load(text), self.inputs[input_key])
+    def reference(self, text, input_key, timeout_s=None, perturb_ulps=0.0):
+        return runtime.reference_outputs(se.load(text), self.inputs[input_key], perturb_ulps)
 
     def model(self, text, passes) -> float:
         c = runtime.cost_analysis(self._exe(text, passes))

@@ -154,8 +154,9 @@ def _merge_partner(op):
     """The nearest later op of the same kind, types and attributes, independent of `op`."""
     name = op.operation.name
     types = [v.type for v in op.operands]
+    result_types = [r.type for r in op.operation.results]
     candidates = [o for o in _related_ops(op) if o.name == name and [v.type for v in o.operands] == types
-                  and op.operation.is_before_in_block(o)]
+                  and [r.type for r in o.results] == result_types and op.operation.is_before_in_block(o)]
     if candidates:
         attrs = _attr_strings(op.operation)
         candidates = [o for o in candidates if _attr_strings(o) == attrs]

@@ -21,7 +21,7 @@ import numpy as np
 from shlo_env import runtime
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
-from shlo_env.numerics import Comparison, Numerics, compare_outputs
+from shlo_env.numerics import SENSITIVITY_ULPS, Comparison, Numerics, compare_outputs, verify
 from shlo_env.search.passes import normalize, state_key
 from shlo_env.worker import CandidateError, Worker
 
@@ -42,6 +42,7 @@ class Evaluation:
     passes: tuple[str, ...] = ()  # XLA passes disabled when compiling this state
     same_executable_as: str = ""  # key of the state whose timing this one reused (same executable)
     confirmed: bool = False  # timed a second time; ratio is the slower of the two measurements
+    verified: Numerics | None = None  # the tier verification established (EXACT: bitwise equal)
 
     @property
     def key(self) -> str:
@@ -54,7 +55,8 @@ class Evaluation:
 
     @property
     def numerics(self) -> Numerics:
-        """The tier the state was verified in (disabling passes may reorder float math)."""
+        """The tier the state claims: its rewrites' loosest tier (disabling passes may reorder
+        float math, so at least REASSOCIATE then). `verified` is what was established."""
         tier = Numerics(self.program.numerics)
         return max(tier, Numerics.REASSOCIATE) if self.passes else tier
 
@@ -105,9 +107,14 @@ class Evaluator:
     """Verify-then-time evaluation with a (DAG hash, disabled passes) cache.
 
     Verification runs the candidate on the original's example inputs (if any) plus
-    `num_random` seeded random input sets and compares with the original within the
-    candidate's numerics tier (REASSOCIATE against a float64 reference; a state with XLA
-    passes disabled is held to at least REASSOCIATE, since passes may reorder float math).
+    `num_random` seeded random input sets and compares its compiled outputs with the
+    original's. Bitwise equal on every set: verified EXACT. Otherwise the REASSOCIATE
+    criterion (error against a float64 reference, see `shlo_env.numerics`) decides, also for
+    rewrites that are exact in StableHLO semantics (their property tests check that, bitwise,
+    on the reference interpreter): XLA itself reassociates float math differently in
+    different programs (constant folding, vector widths of transcendentals). APPROX is used
+    only for states that claim it. The verified tier is path-independent, so the cache can be
+    keyed by state alone.
     Only verified candidates are timed, interleaved with the original (A, B, A, B, ...).
 
     `disabled_passes` applies to every compile, the baseline's included (a different
@@ -141,14 +148,18 @@ class Evaluator:
         self._original_fingerprint_done = False
         self.baseline_text = original.text()
         self._sets = runtime.input_sets(original, num_random, seed)
-        self._keys = [f"set{i}" for i in range(len(self._sets))]
+        # Input sets live in the worker under these names; the prefix keeps two evaluators
+        # sharing one worker from replacing each other's sets.
+        prefix = f"{dag_hash(original)}-{seed}-{num_random}"
+        self._keys = [f"{prefix}/set{i}" for i in range(len(self._sets))]
         for key, arrays in zip(self._keys, self._sets):
             self.worker.set_inputs(key, arrays)
         self._originals: list[list[np.ndarray]] | None = None
         self._references: list | None = None
+        self._sensitivities: list | None = None
         self.baseline_s = float("nan")
         self.noise = float("nan")
-        base = Evaluation(dag_hash(original), original, ok=True, ratio=1.0)
+        base = Evaluation(dag_hash(original), original, ok=True, ratio=1.0, verified=Numerics.EXACT)
         self.original_key = base.key
         self.cache[base.key] = base
 
@@ -179,10 +190,20 @@ class Evaluator:
         return self._originals
 
     def references(self) -> list:
+        """float64 outputs of the original on each input set (None where it cannot be widened)."""
         if self._references is None:
             self._references = [self.worker.reference(self.baseline_text, k, timeout_s=self._timeout())
                                 for k in self._keys]
         return self._references
+
+    def sensitivities(self) -> list:
+        """float64 outputs of the original on each input set moved by a few ulps: how much the
+        exact result itself moves under rounding-sized changes (see `shlo_env.numerics`)."""
+        if self._sensitivities is None:
+            self._sensitivities = [self.worker.reference(self.baseline_text, k, timeout_s=self._timeout(),
+                                                         perturb_ulps=SENSITIVITY_ULPS)
+                                   for k in self._keys]
+        return self._sensitivities
 
     def measure_noise(self, repeats: int = 3) -> float:
         """Time the original against itself `repeats` times; the median of |1 - ratio| is the
@@ -214,6 +235,12 @@ class Evaluator:
         h = hash or dag_hash(program)
         key = state_key(h, passes)
         cached = self.cache.get(key)
+        if cached is not None and cached.ok and cached.verified is not None \
+                and cached.verified > max(Numerics(program.numerics), Numerics.REASSOCIATE):
+            # Verified only within APPROX (reached before by an APPROX path): this path may not.
+            self.stats.cache_hits += 1
+            return dataclasses.replace(cached, program=program, ok=False,
+                                       error=f"mismatch: within {cached.verified.name} only")
         if cached is not None and (not time_it or cached.timed or not cached.ok):
             self.stats.cache_hits += 1
             return cached
@@ -249,21 +276,18 @@ class Evaluator:
         ev = Evaluation(h, program, ok=False, passes=passes)
         self.stats.verifications[ev.key] += 1
         text = program.text()
-        tier = ev.numerics
         try:
             originals = self.originals()
-            references = self.references() if tier >= Numerics.REASSOCIATE else [None] * len(self._keys)
-            worst: Comparison | None = None
-            for key, original, ref in zip(self._keys, originals, references):
-                got = self.worker.run(text, key, self._passes(passes), timeout_s=self._timeout())
-                cmp = compare_outputs(got, original, tier, ref)
-                if not cmp.ok:
-                    self.stats.mismatches += 1
-                    ev.comparison = cmp
-                    return self._fail(ev, "mismatch", cmp.detail)
-                if worst is None or cmp.max_error >= worst.max_error:
-                    worst = cmp
-            ev.comparison = worst
+            outputs = [self.worker.run(text, key, self._passes(passes), timeout_s=self._timeout())
+                       for key in self._keys]
+            exact = all(compare_outputs(g, o, Numerics.EXACT).ok for g, o in zip(outputs, originals))
+            cmp = verify(outputs, originals, ev.numerics,
+                         None if exact else self.references(), None if exact else self.sensitivities())
+            ev.comparison = cmp
+            if not cmp.ok:
+                self.stats.mismatches += 1
+                return self._fail(ev, "mismatch", cmp.detail)
+            ev.verified = cmp.tier
         except CandidateError as e:
             return self._candidate_error(ev, e)
         ev.ok = True

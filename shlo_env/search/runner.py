@@ -1,76 +1,373 @@
-"""`run_search(program, strategy, budget_s)`: one search on a lowered program, without the rest
-of `optimize` (no confirmation, no callable). For benchmarks and research scripts.
+"""Program-level search: `optimize_program(program, ...) -> ProgramResult`.
 
-    from shlo_env.search.runner import run_search
-    result = run_search(program, "beam", budget_s=30, passes=True)
-    result.best.ratio, result.best.describe(), result.stats.hit_rate, result.info
+The part of `optimize()` that works on a `Program` (a StableHLO module with its specs), not on a
+Python function: `optimize()`, the sweeps of `shlo-env bench` over stored programs, and the
+strategy benchmarks all run this one function.
+
+    from shlo_env.search.runner import optimize_program
+    res = optimize_program(program, strategy="beam", budget_s=30)
+    res.ratio, res.applied, res.search_best.describe(), res.stats.hit_rate
+
+
+1. **noise**: the original is timed against itself (`Evaluator.measure_noise`); the acceptance
+   threshold is `1 - max(min_gain, 2 * noise)`, or the machine's noise-profile threshold when
+   that is stricter (`threshold=`).
+2. **search**: a strategy from `shlo_env.search` (by name, or "auto" by decision-space size)
+   runs on a `SearchContext` until `search_fraction` of the budget; every candidate is verified
+   against the original (example + random input sets, within its numerics tier) before it is
+   timed, so only verified programs can be chosen. No worker request runs past
+   `hard_fraction` of the budget.
+3. **confirmation**: the best candidate is timed again side by side with the original, an
+   independent measurement; the original is kept unless both measurements are below the
+   threshold (faster beyond noise).
+4. **final measurement** (reporting only, `final_timing=True`): one more side-by-side timing of
+   the returned program against the original, with full/async/compute times. The reported
+   `ratio` is this measurement, so it is not biased by the selection above (the search keeps
+   the minimum of many noisy ratios; the confirmation is conditioned on passing). When the
+   original is returned, `ratio` is exactly 1.0: it is the same program.
+
+Every decision the strategy applies is recorded (`trajectory`: the state it was applied to and
+the non-zero choices), and the decision vectors that lead from the original to the returned
+program (`decisions`, one full vector per step).
+
+`device_lock` (a context manager) is held around every timing request, so that several sweeps
+sharing a device (local worker processes, Ray actors) never time at the same moment, while
+their compiles and verification runs go on in parallel.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
+from collections.abc import Sequence
 
+from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
-from shlo_env.patterns.base import resolve
+from shlo_env.numerics import Numerics
+from shlo_env.patterns.base import resolve as resolve_patterns
 from shlo_env.search import passes as pass_actions
 from shlo_env.search.base import Progress, SearchContext, auto_strategy, get_strategy
-from shlo_env.search.evaluator import Evaluation, Evaluator, EvaluatorStats
+from shlo_env.search.evaluator import Evaluator
 from shlo_env.worker import CandidateError, Worker, default_timeout
+
+MAX_TRAJECTORY = 5_000  # decisions recorded per program (a long MCTS run is cut here)
 
 
 @dataclasses.dataclass
-class SearchResult:
-    """`best`: the best verified state the search found. `result`: what `optimize` would keep:
-    `best` if it is faster than `threshold` (1 - max(min_gain, 2 * noise)) on its search
-    measurement and again on a confirming re-time, else the original (ratio 1)."""
+class ProgramResult:
+    """What `optimize_program` did. Times in seconds (minimum over runs); ratio = best / original."""
 
-    strategy: str
-    best: Evaluation
-    result: Evaluation
-    confirmed_ratio: float
-    stats: EvaluatorStats
-    info: dict
-    decision_space: int
-    noise: float
-    threshold: float
-    seconds: float
-    expansions: int
+    name: str
+    strategy: str  # the strategy that ran ("auto" resolved)
+    requested_strategy: str = ""
+    status: str = "ok"  # "ok", or "error" when the original itself could not be compiled/run
+    error: str = ""
+    original_hash: str = ""
+    best_hash: str = ""
+    returned_original: bool = True
+    reason: str = ""
+    ratio: float = 1.0  # final independent measurement (1.0 exactly when the original is returned)
+    search_ratio: float = math.nan  # the best candidate's ratio in the search
+    confirm_ratio: float = math.nan  # the confirmation re-time
+    baseline: dict = dataclasses.field(default_factory=dict)  # original: {"full", "async", "compute", "runs"}
+    best: dict = dataclasses.field(default_factory=dict)  # returned program, same keys
+    noise: float = math.nan  # |1 - ratio| of the original against itself (worst of the repeats)
+    threshold: float = math.nan  # a candidate was accepted only below this ratio
+    decisions: list = dataclasses.field(default_factory=list)  # vectors from the original to the best
+    # every decision vector the strategy applied, in order: [parent state key, [[dim, choice], ...]]
+    # (sparse: only the non-zero choices; a vector can have hundreds of dimensions)
+    trajectory: list = dataclasses.field(default_factory=list)
+    applied: tuple[str, ...] = ()
+    disabled_passes: tuple[str, ...] = ()
+    numerics: str = "EXACT"
+    verification: dict = dataclasses.field(default_factory=dict)
+    candidates_evaluated: int = 0
+    cache_hits: int = 0
+    timed: int = 0
+    failures: dict = dataclasses.field(default_factory=dict)
+    decision_space: int = 1
+    num_alternatives: int = 0
+    strategy_info: dict = dataclasses.field(default_factory=dict)
+    search_s: float = 0.0
+    total_s: float = 0.0
+    cost_original: dict = dataclasses.field(default_factory=dict)  # XLA cost analysis (flops, bytes)
+    cost_best: dict = dataclasses.field(default_factory=dict)
+    # Not persisted: what a caller needs to build on the result (optimize() checks the winner
+    # once more in its own process on these inputs).
+    program: Program | None = dataclasses.field(default=None, repr=False, compare=False)
+    evaluation: object = dataclasses.field(default=None, repr=False, compare=False)
+    check_inputs: list | None = dataclasses.field(default=None, repr=False, compare=False)
+    check_reference: object = dataclasses.field(default=None, repr=False, compare=False)  # (ref, sensitivity)
+    search_best: object = dataclasses.field(default=None, repr=False, compare=False)  # even if not kept
+    stats: object = dataclasses.field(default=None, repr=False, compare=False)  # EvaluatorStats
+
+    @property
+    def identical(self) -> bool:
+        """The returned program is the original (equal DAG hash, no XLA pass disabled)."""
+        return self.best_hash == self.original_hash and not self.disabled_passes
+
+    @property
+    def speedup(self) -> float:
+        return 1.0 / self.ratio if self.ratio > 0 else math.inf
+
+    def record(self) -> dict:
+        """The persisted fields (JSON-friendly)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            if f.name in ("program", "evaluation", "check_inputs", "check_reference", "search_best", "stats"):
+                continue
+            v = getattr(self, f.name)
+            out[f.name] = list(v) if isinstance(v, tuple) else v
+        out["identical"] = self.identical
+        return out
+
+    def __str__(self) -> str:
+        if self.status != "ok":
+            return f"{self.name}: error: {self.error}"
+        what = ", ".join(list(self.applied) + [f"-{p}" for p in self.disabled_passes]) or "(original)"
+        base = self.baseline.get("full", math.nan)
+        return (f"{self.name} [{self.strategy}]: ratio {self.ratio:.3f} ({what}); original "
+                f"{base * 1e3:.3f} ms; threshold {self.threshold:.3f}"
+                + (f"; {self.reason}" if self.reason else ""))
 
 
-def run_search(program: Program, strategy: str = "auto", *, budget_s: float = 60.0, patterns=None,
-               passes=False, max_steps: int = 6, num_random: int = 2, seed: int = 0, min_gain: float = 0.03,
-               strategy_options: dict | None = None, worker: Worker | None = None, progress: bool = False,
-               timeout_s: float | None = None) -> SearchResult:
-    """Search `program` with one strategy in a fresh evaluator (its own cache) for `budget_s`."""
+class LockedWorker:
+    """A worker whose timing requests hold `lock` (compiles and verification runs do not)."""
+
+    def __init__(self, worker, lock):
+        self._worker = worker
+        self._lock = lock
+
+    def __getattr__(self, name):
+        return getattr(self._worker, name)
+
+    def time(self, *args, **kwargs):
+        with self._lock:
+            return self._worker.time(*args, **kwargs)
+
+    def time_each(self, *args, **kwargs):
+        with self._lock:
+            return self._worker.time_each(*args, **kwargs)
+
+
+class _RecordingContext(SearchContext):
+    """A SearchContext that remembers every decision applied and how each state was first reached."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.trail: list = []
+        self.parents: dict = {}
+
+    def child(self, exp, decisions):
+        state = super().child(exp, decisions)
+        vec = [int(d) for d in decisions]
+        if len(self.trail) < MAX_TRAJECTORY:
+            self.trail.append([exp.state.key, [[i, c] for i, c in enumerate(vec) if c]])
+        if state is not None and state.key != self.root.key and state.key not in self.parents:
+            self.parents[state.key] = (exp.state.key, vec)
+        return state
+
+    def path_to(self, key: str) -> list:
+        """The decision vectors from the root to the state `key` (first path found)."""
+        path, seen = [], set()
+        while key != self.root.key and key in self.parents and key not in seen:
+            seen.add(key)
+            key, vec = self.parents[key]
+            path.append(vec)
+        return path[::-1]
+
+
+def _timing(t) -> dict:
+    return {"full": t.full, "async": t.async_, "compute": t.compute, "runs": t.runs}
+
+
+def optimize_program(program: Program, *, patterns=None, strategy: str = "auto", budget_s: float = 60.0,
+                     max_steps: int = 6, num_random: int = 3, seed: int = 0, min_gain: float = 0.03,
+                     threshold: float | None = None, progress: bool | Progress = False,
+                     timeout_s: float | None = None, passes: bool | Sequence[str] = False,
+                     strategy_options: dict | None = None, worker=None, device_lock=None,
+                     confirm: bool = True, final_timing: bool = True, cost: bool = True,
+                     search_fraction: float = 0.75, hard_fraction: float = 0.85,
+                     name: str | None = None) -> ProgramResult:
+    """Search rewrites of `program`; return the best verified program and how it was measured.
+
+    Args:
+      patterns: Pattern classes/instances/names (default: every value-preserving pattern).
+      strategy: a name from `shlo_env.search.strategies()`, or "auto" (by decision-space size).
+      budget_s: wall-clock budget: the search stops at `search_fraction` of it, no worker
+        request runs past `hard_fraction`; confirmation and the final measurement follow.
+      min_gain: the smallest speedup worth taking (raised to twice the measured noise).
+      threshold: an external acceptance threshold (e.g. the machine's noise profile "faster"
+        threshold); the stricter of it and the per-program one is used.
+      worker: a `Worker` to reuse (it is not closed); default: a fresh one for this call.
+      device_lock: a context manager held around every timing request.
+      confirm: re-time the best candidate before accepting it (always, whatever time is left).
+      final_timing: measure the returned program once more for the report (see module doc).
+      cost: record XLA's cost analysis (flops, bytes) of the original and the returned program.
+    """
     t0 = time.perf_counter()
-    own = worker is None
-    worker = worker or Worker(timeout_s or default_timeout())
+    name = name or program.name
+    res = ProgramResult(name=name, strategy=str(strategy), requested_strategy=str(strategy))
+    res.original_hash = res.best_hash = dag_hash(program)
+    own_worker = worker is None
+    base_worker = worker if worker is not None else Worker(timeout_s or default_timeout())
+    w = LockedWorker(base_worker, device_lock) if device_lock is not None else base_worker
+    offered = pass_actions.resolve(passes)
     try:
-        ev = Evaluator(program, worker=worker, num_random=num_random, seed=seed, hard_deadline=t0 + budget_s + 10)
-        noise = ev.measure_noise()
-        threshold = 1.0 - max(min_gain, 2.0 * noise)
-        bar = Progress(progress, label=f"{strategy} {program.name}", budget_s=budget_s)
-        ctx = SearchContext(program, resolve(patterns), ev, deadline=t0 + budget_s, max_steps=max_steps,
-                            progress=bar, threshold=threshold, passes=pass_actions.resolve(passes), seed=seed)
-        root = ctx.expand(ctx.root)
-        name = strategy if strategy != "auto" else auto_strategy(root)
-        searcher = get_strategy(name, **(strategy_options or {}))
-        try:
-            best = searcher.search(ctx)
-        finally:
-            bar.close(ev, ctx.best)
-        original = ev.cache[ev.original_key]
-        result, confirmed = original, float("nan")
-        if best.ok and best.key != ev.original_key and best.ratio < threshold:
+        # The original is measured whatever the budget (only the worker's own timeout applies):
+        # a program whose measurement alone takes the budget is returned unchanged, not failed.
+        with Evaluator(program, worker=w, num_random=num_random, seed=seed) as evaluator:
             try:
-                confirmed = ev.retime(best)
-            except CandidateError:
-                confirmed = float("inf")
-            if confirmed < threshold:
-                result = best
-        return SearchResult(name, best, result, confirmed, ev.stats, dict(searcher.info), root.size, noise,
-                            threshold, time.perf_counter() - t0, ctx.expansions)
+                res.noise = evaluator.measure_noise()
+            except CandidateError as e:
+                res.status, res.error = "error", f"the original does not run in the worker: {e}"
+                res.reason = res.error
+                return res
+            evaluator.hard_deadline = t0 + hard_fraction * budget_s
+            thr = 1.0 - max(min_gain, 2.0 * res.noise)
+            if threshold is not None and not math.isnan(threshold):
+                thr = min(thr, float(threshold))
+            res.threshold = thr
+            bar = progress if isinstance(progress, Progress) else Progress(bool(progress), label=name,
+                                                                          budget_s=budget_s)
+            ctx = _RecordingContext(program, resolve_patterns(patterns), evaluator,
+                                    deadline=t0 + search_fraction * budget_s, max_steps=max_steps,
+                                    progress=bar, threshold=thr, passes=offered, seed=seed)
+            root = ctx.expand(ctx.root)
+            res.decision_space, res.num_alternatives = root.size, root.num_rewrites
+            chosen = strategy if strategy != "auto" else auto_strategy(root)
+            res.strategy = chosen if isinstance(chosen, str) else getattr(chosen, "name", str(chosen))
+            if not isinstance(progress, Progress):
+                bar.label = f"{res.strategy} {name}"
+            searcher = get_strategy(chosen, **(strategy_options or {}))
+            t_search = time.perf_counter()
+            try:
+                best = searcher.search(ctx)
+            finally:
+                if not isinstance(progress, Progress):
+                    bar.close(evaluator, ctx.best)
+            res.search_s = time.perf_counter() - t_search
+            res.strategy_info = _jsonable(dict(searcher.info))
+            res.trajectory = ctx.trail
+            stats = evaluator.stats
+            res.candidates_evaluated, res.cache_hits, res.timed = stats.evaluated, stats.cache_hits, stats.timed
+            res.failures = dict(stats.failures)
+            res.search_best, res.stats = best, stats
+            res.search_ratio = best.ratio if best.ok and best.key != evaluator.original_key else math.nan
+
+            evaluator.hard_deadline = None  # confirmation and final measurement: worker timeout only
+            accepted = _decide(res, evaluator, best, root.size, thr, confirm)
+            if accepted:
+                res.returned_original = False
+                res.program, res.evaluation = best.program, best
+                res.best_hash, res.applied, res.disabled_passes = best.hash, tuple(best.applied), tuple(best.passes)
+                res.decisions = ctx.path_to(best.key)
+                res.numerics = best.verified.name
+                c = best.comparison
+                res.verification = {
+                    "tier": best.verified.name, "claimed": best.numerics.name,
+                    "input_sets": evaluator.num_input_sets,
+                    "example_args": program.example_args is not None,
+                    "max_error": c.max_error if c is not None else None,
+                    "bound": c.bound if c is not None else None,
+                    "float64_reference": best.verified >= Numerics.REASSOCIATE}
+            else:
+                res.program = program
+                res.verification = {"tier": "EXACT", "input_sets": 0, "note": "the original itself"}
+            res.check_inputs = evaluator.inputs(0)
+            if accepted:
+                try:  # float64 outputs of the original on set 0, and their sensitivity
+                    res.check_reference = (evaluator.references()[0], evaluator.sensitivities()[0])
+                except CandidateError:
+                    res.check_reference = (None, None)
+
+            if final_timing:
+                _final_measurement(res, evaluator, w, best if accepted else None)
+            if not res.baseline:
+                res.baseline = {"full": evaluator.baseline_s, "async": None, "compute": None, "runs": None}
+            if accepted and not res.best:
+                res.best = {"full": best.time_s, "async": None, "compute": None, "runs": None}
+                res.ratio = best.ratio
+            if cost:
+                res.cost_original = _cost(evaluator, program, ())
+                res.cost_best = res.cost_original if not accepted else _cost(evaluator, best.program, best.passes)
     finally:
-        if own:
-            worker.close()
+        if own_worker:
+            base_worker.close()
+        res.total_s = time.perf_counter() - t0
+    return res
+
+
+def _decide(res: ProgramResult, evaluator: Evaluator, best, space: int, thr: float, confirm: bool) -> bool:
+    """Accept the search's best only if verified and faster beyond noise, twice."""
+    if best.key == evaluator.original_key or not best.ok:
+        res.reason = ("no pattern matched" if space <= 1 else
+                      "no candidate was verified faster than the original" if res.candidates_evaluated
+                      else "the search evaluated no candidate")
+        return False
+    if best.ratio >= thr:
+        res.reason = f"best candidate ratio {best.ratio:.3f} is within noise (threshold {thr:.3f})"
+        return False
+    if confirm:
+        try:
+            res.confirm_ratio = evaluator.retime(best)
+        except CandidateError as e:
+            res.reason = f"best candidate could not be timed again ({e})"
+            return False
+        if res.confirm_ratio >= thr:
+            res.reason = f"best candidate did not confirm: ratio {best.ratio:.3f} then {res.confirm_ratio:.3f}"
+            return False
+    return True
+
+
+def _final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best) -> None:
+    """Time the returned program (side by side with the original when it is a rewrite)."""
+    key = "final"
+    worker.set_inputs(key, evaluator.inputs(0))
+    base_passes = evaluator.disabled_passes
+    try:
+        if best is None:
+            (t,) = worker.time([evaluator.baseline_text], key, evaluator.runs, evaluator.warmup,
+                               evaluator.min_seconds, base_passes)
+            res.baseline = res.best = _timing(t)
+            res.ratio = 1.0
+            return
+        text = best.program.text()
+        if best.passes:
+            tb, tc = worker.time_each([(evaluator.baseline_text, base_passes),
+                                       (text, tuple(sorted(set(base_passes) | set(best.passes))))],
+                                      key, evaluator.runs, evaluator.warmup, evaluator.min_seconds)
+        else:
+            tb, tc = worker.time([evaluator.baseline_text, text], key, evaluator.runs, evaluator.warmup,
+                                 evaluator.min_seconds, base_passes)
+        res.baseline, res.best = _timing(tb), _timing(tc)
+        res.ratio = tc.full / tb.full
+    except CandidateError as e:
+        res.reason = (res.reason + "; " if res.reason else "") + f"final measurement failed ({e})"
+
+
+def _cost(evaluator: Evaluator, program: Program, passes) -> dict:
+    try:
+        c = evaluator.cost(program, passes)
+    except Exception as e:  # noqa: BLE001 - a missing cost is not an error of the search
+        return {"error": f"{type(e).__name__}: {e}"}
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in c.items()}
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, (str, int, float, bool)) or x is None:
+        return x
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return str(x)
+
+
+__all__ = ["ProgramResult", "LockedWorker", "optimize_program"]

@@ -21,7 +21,6 @@ import pytest
 import xxhash
 
 from shlo_env import patterns
-from shlo_env.driver import PatternWarning
 from shlo_env.import_ import lower
 from shlo_env.random_programs import sample
 from shlo_env.testing import MismatchError, check_rewrites
@@ -36,12 +35,7 @@ MIN_PROGRAMS = 500
 # test: {hash: reason}. Each is xfail(strict=True), so fixing the bug turns it into a failure
 # that asks for its removal. Keep this empty whenever possible. (The drawn programs, hence the
 # ids, change when the generator, its strategies' parameters here, or hypothesis change.)
-_HORIZONTAL_MERGE_TYPES = ("patterns/fusion.py HorizontalMerge merges two converts with different result "
-                           "types (f32->f16 and f32->i32) and builds the second half with the first's type; "
-                           "the driver drops it with a PatternWarning (see test_horizontal_merge_*)")
-KNOWN_BAD: dict[str, str] = {
-    "cc3d9713": _HORIZONTAL_MERGE_TYPES,  # convert(v2, float16) and convert(v7, int32), both f32[8,2,11]
-}
+KNOWN_BAD: dict[str, str] = {}
 
 
 def case_id(fn) -> str:
@@ -164,7 +158,6 @@ def test_reassociate_tier_under_cancellation():
     assert res.ok, res.mismatches[0]
 
 
-@pytest.mark.xfail(strict=True, raises=PatternWarning, reason=_HORIZONTAL_MERGE_TYPES)
 def test_horizontal_merge_keeps_each_result_type():
     """Two independent converts of the same shape but to different types are no merge pair
     (or, merged, each half must keep its own type): no alternative may be dropped."""
