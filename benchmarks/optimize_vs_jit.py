@@ -31,7 +31,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="independent side-by-side measurements")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    print(f"{'program':<24}{'speedup':>10}{'min':>8}{'max':>8}{'target':>9}  applied")
+    print(f"{'program':<24}{'speedup':>10}{'min':>8}{'max':>8}{'target':>11}  applied")
     for name, fn, shapes, target in CASES:
         inputs = [jax.device_put(rng.standard_normal(s).astype(np.float32)) for s in shapes]
         opt = se.optimize(fn, *inputs, name=name)
@@ -43,7 +43,7 @@ def main() -> None:
         med = float(np.median(ratios))
         tgt = f">={target}x" if target else "0.95-1.05"
         ok = med >= target if target else 0.95 <= med <= 1.05
-        print(f"{name:<24}{med:>9.2f}x{min(ratios):>8.2f}{max(ratios):>8.2f}{tgt:>9}  "
+        print(f"{name:<24}{med:>9.2f}x{min(ratios):>8.2f}{max(ratios):>8.2f}{tgt:>11}  "
               f"{', '.join(opt.report.applied) or '(jax.jit)'}  {'ok' if ok else 'MISSED'}")
 
 
