@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 QUICK_SUITE = ("examples", "corpus")
-QUICK_BUDGET_S = 4.0
+QUICK_BUDGET_S = 8.0
 DEFAULT_STRATEGY = "auto"
 QUICK_NOISE = dict(programs=10, repeats=6)  # measured before a sweep when the DB has no profile
 FULL_NOISE = dict(programs=10, repeats=20)  # `--noise-profile`, `shlo-env noise`

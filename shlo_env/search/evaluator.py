@@ -196,22 +196,30 @@ class Evaluator:
                                 for k in self._keys]
         return self._references
 
-    def sensitivities(self) -> list:
-        """float64 outputs of the original on each input set moved by a few ulps: how much the
+    def sensitivity(self, i: int):
+        """float64 outputs of the original on input set i moved by a few ulps: how much the
         exact result itself moves under rounding-sized changes (see `shlo_env.numerics`)."""
         if self._sensitivities is None:
-            self._sensitivities = [self.worker.reference(self.baseline_text, k, timeout_s=self._timeout(),
-                                                         perturb_ulps=SENSITIVITY_ULPS)
-                                   for k in self._keys]
-        return self._sensitivities
+            self._sensitivities = [None] * len(self._keys)
+        if self._sensitivities[i] is None:
+            self._sensitivities[i] = self.worker.reference(self.baseline_text, self._keys[i], timeout_s=self._timeout(),
+                                                           perturb_ulps=SENSITIVITY_ULPS)
+        return self._sensitivities[i]
 
-    def measure_noise(self, repeats: int = 3) -> float:
+    def sensitivities(self) -> list:
+        return [self.sensitivity(i) for i in range(len(self._keys))]
+
+    def measure_noise(self, repeats: int = 3, max_seconds: float | None = None) -> float:
         """Time the original against itself `repeats` times; the median of |1 - ratio| is the
         noise on this machine (the median, so that one load spike from another process does
         not set the threshold for the whole search; a lucky candidate is caught by the
-        confirming re-time and the final in-process check instead)."""
+        confirming re-time and the final in-process check instead). Stops repeating once
+        `max_seconds` have passed (a slow program gets one measurement, not three)."""
         ratios = []
+        start = time.perf_counter()
         for _ in range(repeats):
+            if ratios and max_seconds is not None and time.perf_counter() - start > max_seconds:
+                break
             a, b = self.worker.time([self.baseline_text, self.baseline_text], self._keys[0], self.runs,
                                     self.warmup, self.min_seconds, self.disabled_passes, timeout_s=self._timeout())
             ratios.append(b.full / a.full)
@@ -281,8 +289,9 @@ class Evaluator:
             outputs = [self.worker.run(text, key, self._passes(passes), timeout_s=self._timeout())
                        for key in self._keys]
             exact = all(compare_outputs(g, o, Numerics.EXACT).ok for g, o in zip(outputs, originals))
-            cmp = verify(outputs, originals, ev.numerics,
-                         None if exact else self.references(), None if exact else self.sensitivities())
+            cmp = verify(outputs, originals, ev.numerics, None if exact else self.references())
+            if not cmp.ok and not exact:  # the sensitivity costs two more runs: only when needed
+                cmp = verify(outputs, originals, ev.numerics, self.references(), self.sensitivities())
             ev.comparison = cmp
             if not cmp.ok:
                 self.stats.mismatches += 1

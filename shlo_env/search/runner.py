@@ -219,7 +219,7 @@ def optimize_program(program: Program, *, patterns=None, strategy: str = "auto",
         # a program whose measurement alone takes the budget is returned unchanged, not failed.
         with Evaluator(program, worker=w, num_random=num_random, seed=seed) as evaluator:
             try:
-                res.noise = evaluator.measure_noise()
+                res.noise = evaluator.measure_noise(max_seconds=0.1 * budget_s)
             except CandidateError as e:
                 res.status, res.error = "error", f"the original does not run in the worker: {e}"
                 res.reason = res.error
@@ -278,7 +278,7 @@ def optimize_program(program: Program, *, patterns=None, strategy: str = "auto",
             res.check_inputs = evaluator.inputs(0)
             if accepted:
                 try:  # float64 outputs of the original on set 0, and their sensitivity
-                    res.check_reference = (evaluator.references()[0], evaluator.sensitivities()[0])
+                    res.check_reference = (evaluator.references()[0], evaluator.sensitivity(0))
                 except CandidateError:
                     res.check_reference = (None, None)
 
