@@ -172,6 +172,9 @@ def sweep(datasets: Sequence[str] = QUICK_SUITE, strategies: Sequence[str] = (DE
     for s in strategies:
         if s != "auto" and s not in known_strategies():
             raise SystemExit(f"unknown strategy {s!r}; choose from auto, {', '.join(known_strategies())}")
+    items: list[Item] = []  # first: a bad dataset fails before anything is measured
+    for ds in datasets:
+        items += load_items(ds, limit, seed, examples_only, progress, log)
     env = environment()
     db = ResultsDB(db_path or DEFAULT_PATH)
     try:
@@ -207,9 +210,6 @@ def sweep(datasets: Sequence[str] = QUICK_SUITE, strategies: Sequence[str] = (DE
         opts = dict(budget_s=float(budget_s), seed=seed, num_random=num_random, max_steps=max_steps,
                     min_gain=min_gain, passes=list(pass_actions.resolve(passes)), patterns=patterns,
                     timeout_s=timeout_s, threshold=profile["faster"])
-        items: list[Item] = []
-        for ds in datasets:
-            items += load_items(ds, limit, seed, examples_only, progress, log)
         configs = {s: measurement_config(s, opts, pattern_names) for s in strategies}
         keys = {s: config_key(c) for s, c in configs.items()}
         wanted = [(it, s) for it in items for s in strategies]
@@ -467,7 +467,7 @@ def markdown_report(result: SweepResult, configs: dict, paths: dict) -> str:
            "", "## Runtime ratio against jax.jit (HloEnv Table 2 form)", "",
            format_table(TABLE_HEADER, table_rows(result.summary)), "",
            "Ratio = T(returned program) / T(original compiled by XLA, i.e. jax.jit), measured side by side "
-           "in one worker (min over >= 10 interleaved runs), in a final measurement independent of the "
+           "in one worker (10th percentile of >= 10 interleaved runs), in a final measurement independent of the "
            "search; 1.000 exactly when the original is returned. % faster / % slower: ratio below / above "
            "the noise-profile thresholds. % identical: the returned program has the original's DAG hash. "
            "T/roofline: geomean of the returned program's time over flops/peak + bytes/bandwidth "
@@ -585,6 +585,9 @@ def run(args: argparse.Namespace) -> int:
                     progress=not args.no_progress, plot=not args.no_plot)
     except KeyboardInterrupt:
         return 130
+    except (LookupError, ValueError, OSError) as e:  # a bad dataset, path or option: say it plainly
+        print(f"shlo-env bench: {e}", file=sys.stderr)
+        return 2
     print()
     print(format_table(TABLE_HEADER, table_rows(res.summary)))
     print()

@@ -1,4 +1,4 @@
-"""`shlo-env` / `python -m shlo_env`: one subcommand per module.
+"""shlo-env: graph-rewrite search over StableHLO (also `python -m shlo_env`).
 
 Each subcommand lives in its own module, which defines `add_arguments(parser)` and `run(args)`;
 this file only wires them up (modules are imported lazily, so `--help` stays fast).
@@ -11,7 +11,8 @@ import importlib
 import sys
 
 SUBCOMMANDS = {
-    "bench": ("shlo_env.bench", "optimize a suite of programs and print the table against jax.jit"),
+    "bench": ("shlo_env.bench", "sweep datasets of programs, store every measurement, print Table 2 "
+                                "against jax.jit"),
     "noise": ("shlo_env.noise", "measure this machine's noise profile (faster/slower thresholds)"),
     "show": ("shlo_env.show", "render a program and its alternatives as Graphviz DOT/SVG"),
 }

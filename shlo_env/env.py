@@ -364,7 +364,7 @@ class Env:
         return self.worker.time(texts, self._timing_key(), runs=runs, warmup=warmup)
 
     def evaluate(self, n: int = 10, warmup: int = 3) -> runtime.Timing:
-        """T(current): full, async and compute timings, each the minimum over `n` runs after
+        """T(current): full, async and compute timings, each the 10th percentile of `n` runs after
         `warmup` (compute is None where the backend reports no device time, e.g. CPU).
         Pending alternatives ops count as their originals."""
         return self.time(self.program, runs=n, warmup=warmup)[0]

@@ -31,7 +31,7 @@ from shlo_env.search.runner import optimize_program
 
 @dataclasses.dataclass
 class Report:
-    """What `optimize` did. Times are seconds (minimum over runs); ratio = optimized / jax.jit."""
+    """What `optimize` did. Times are seconds (T: 10th percentile of the runs, see runtime); ratio = optimized / jax.jit."""
 
     name: str
     strategy: str
@@ -126,19 +126,18 @@ def exported_callable(fn: Callable, args: Sequence, program: Program,
 
 def time_callables(fns: Sequence[Callable], args: Sequence, runs: int = 10, warmup: int = 3,
                    min_seconds: float = 0.2) -> list[float]:
-    """Minimum wall time of each callable, interleaved (A, B, A, B, ...), outputs awaited."""
-    for _ in range(warmup):
-        for f in fns:
-            jax.block_until_ready(f(*args))
-    best = [float("inf")] * len(fns)
-    start, rounds = time.perf_counter(), 0
-    while rounds < runs or (time.perf_counter() - start < min_seconds and rounds < 10 * runs):
-        for i, f in enumerate(fns):
+    """T of each callable (10th percentile of its wall times, outputs awaited), interleaved
+    (A, B, A, B, ...), as `runtime.compare` times executables."""
+    def once(f):
+        def run():
             t = time.perf_counter()
             jax.block_until_ready(f(*args))
-            best[i] = min(best[i], time.perf_counter() - t)
-        rounds += 1
-    return best
+            elapsed = time.perf_counter() - t
+            return elapsed, elapsed
+        return run
+
+    samples = runtime.interleave([once(f) for f in fns], runs, warmup, min_seconds)
+    return [runtime.typical([full for full, _ in s]) for s in samples]
 
 
 def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_s: float = 120.0,

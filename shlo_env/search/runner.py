@@ -56,7 +56,7 @@ MAX_TRAJECTORY = 5_000  # decisions recorded per program (a long MCTS run is cut
 
 @dataclasses.dataclass
 class ProgramResult:
-    """What `optimize_program` did. Times in seconds (minimum over runs); ratio = best / original."""
+    """What `optimize_program` did. Times in seconds (T: 10th percentile of the runs, see runtime); ratio = best / original."""
 
     name: str
     strategy: str  # the strategy that ran ("auto" resolved)
