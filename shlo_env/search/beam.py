@@ -37,6 +37,7 @@ from shlo_env.search.base import (
     register_strategy,
 )
 from shlo_env.search.evaluator import Evaluation
+from shlo_env.search.stepwise import pick_first_chain
 
 
 def pruned(child_ratio: float, parent_ratio: float, alpha: float) -> bool:
@@ -72,26 +73,11 @@ class Beam(Strategy):
             seen.add(t)
             yield vec
 
-    def _pick_first_chain(self, ctx: SearchContext) -> None:
-        state, seen = ctx.root, {ctx.root.key}
-        for _ in range(ctx.max_steps):
-            if ctx.out_of_time():
-                return
-            exp = ctx.expand(state)
-            vec = pick_first_vector(exp.dims)
-            if is_stop(vec):
-                return
-            nxt = ctx.child(exp, vec)
-            if nxt is None or nxt.key in seen or not ctx.evaluate(nxt).ok:
-                return
-            seen.add(nxt.key)
-            state = nxt
-
     def search(self, ctx: SearchContext) -> Evaluation:
         counts = dict(expansions=0, children=0, pruned=0, failed=0, max_depth=0)
         self.info.update(counts, alphas=[])
         if self.seed_pick_first:
-            self._pick_first_chain(ctx)
+            pick_first_chain(ctx)
         for alpha in [self.alpha] + sorted(a for a in self.widen if a > self.alpha):
             if ctx.out_of_time():
                 break

@@ -21,23 +21,26 @@ class PickFirst(Strategy):
     name = "pick-first"
 
     def search(self, ctx: SearchContext) -> Evaluation:
-        state = ctx.root
-        seen = {state.key}
-        for _ in range(ctx.max_steps):
-            if ctx.out_of_time():
-                break
-            exp = ctx.expand(state)
-            vec = pick_first_vector(exp.dims)
-            if is_stop(vec):
-                break
-            nxt = ctx.child(exp, vec)
-            if nxt is None or nxt.key in seen:
-                break
-            seen.add(nxt.key)
-            if not ctx.evaluate(nxt).ok:
-                break
-            state = nxt
+        pick_first_chain(ctx)
         return ctx.best
+
+
+def pick_first_chain(ctx: SearchContext) -> None:
+    """Evaluate the pick-first chain from the root until it stops, repeats a state, fails, or
+    time runs out (beam search seeds itself with it too)."""
+    state, seen = ctx.root, {ctx.root.key}
+    for _ in range(ctx.max_steps):
+        if ctx.out_of_time():
+            return
+        exp = ctx.expand(state)
+        vec = pick_first_vector(exp.dims)
+        if is_stop(vec):
+            return
+        nxt = ctx.child(exp, vec)
+        if nxt is None or nxt.key in seen or not ctx.evaluate(nxt).ok:
+            return
+        seen.add(nxt.key)
+        state = nxt
 
 
 @register_strategy
