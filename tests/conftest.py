@@ -13,3 +13,15 @@ def rng():
 
 def randn(rng, *shape, dtype=np.float32):
     return rng.standard_normal(shape).astype(dtype)
+
+
+@pytest.fixture(scope="session")
+def subgraph_dataset() -> str:
+    """'inst-10-20' when the corpus sub-graph data is present, else 'random'."""
+    try:
+        from shlo_env import corpus
+
+        corpus.entries("inst-10-20")
+        return "inst-10-20"
+    except (ImportError, AttributeError, LookupError):
+        return "random"

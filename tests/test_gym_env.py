@@ -22,17 +22,6 @@ from shlo_env.gym_env import RewriteEnv, cost_seconds, make_env  # noqa: E402
 from shlo_env.import_ import lower  # noqa: E402
 
 
-def subgraphs() -> str:
-    """'inst-10-20' when the corpus sub-graph data is present, else 'random'."""
-    try:
-        from shlo_env import corpus
-
-        corpus.entries("inst-10-20")
-        return "inst-10-20"
-    except (ImportError, AttributeError, LookupError):
-        return "random"
-
-
 def matmul_chain(A, B, v):
     return (A @ B) @ v
 
@@ -48,8 +37,8 @@ def _masked(env, info):
     return env.action_space.sample(mask=tuple(info["action_mask"]))
 
 
-def test_check_env_passes_without_warnings():
-    env = RewriteEnv({"programs": subgraphs(), "random_programs": 8})
+def test_check_env_passes_without_warnings(subgraph_dataset):
+    env = RewriteEnv({"programs": subgraph_dataset, "random_programs": 8})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(env, skip_render_check=True)
@@ -109,8 +98,8 @@ def test_pick_first_episode_improves_the_cost_model(chain_program):
     assert env.record.final_hash == info["hash"] and len(env.record.steps) == steps
 
 
-def test_random_agent_100_episodes_over_subgraphs():
-    env = RewriteEnv({"programs": subgraphs(), "max_steps": 6})
+def test_random_agent_100_episodes_over_subgraphs(subgraph_dataset):
+    env = RewriteEnv({"programs": subgraph_dataset, "max_steps": 6})
     space = env.observation_space
     lengths, totals, programs = [], [], set()
     for episode in range(100):
@@ -167,8 +156,8 @@ def test_reset_options_program(chain_program, tmp_path):
     assert info["program"] == env.sources[2].label
 
 
-def test_pickle_round_trip_mid_episode():
-    env = RewriteEnv({"programs": subgraphs(), "random_programs": 8})
+def test_pickle_round_trip_mid_episode(subgraph_dataset):
+    env = RewriteEnv({"programs": subgraph_dataset, "random_programs": 8})
     for seed in range(20):  # find an episode with a few steps to go
         obs, info = env.reset(seed=seed)
         if info["num_alternatives"]:

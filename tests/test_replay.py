@@ -14,17 +14,6 @@ from shlo_env.patterns.base import Match, Pattern
 from shlo_env.replay import EpisodeRecord, read_records, replay, validate
 
 
-def subgraphs() -> str:
-    """'inst-10-20' when the corpus sub-graph data is present, else 'random'."""
-    try:
-        from shlo_env import corpus
-
-        corpus.entries("inst-10-20")
-        return "inst-10-20"
-    except (ImportError, AttributeError, LookupError):
-        return "random"
-
-
 def low_rank_update(x, W, A, B):
     return x @ (W + A @ B)
 
@@ -59,11 +48,11 @@ def record_episode(program, patterns=None, seed=0, max_steps=4) -> EpisodeRecord
 
 
 @pytest.fixture(scope="module")
-def gym_records(tmp_path_factory):
+def gym_records(tmp_path_factory, subgraph_dataset):
     """20 episodes of a random agent through the Gymnasium env, read back from JSONL."""
     gym_env = pytest.importorskip("shlo_env.gym_env")
     path = tmp_path_factory.mktemp("records") / "episodes.jsonl"
-    env = gym_env.RewriteEnv({"programs": subgraphs(), "record": str(path), "max_steps": 5})
+    env = gym_env.RewriteEnv({"programs": subgraph_dataset, "record": str(path), "max_steps": 5})
     finals = []
     episode = 0
     while len(finals) < 20:
