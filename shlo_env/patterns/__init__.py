@@ -7,7 +7,7 @@ from shlo_env.patterns.base import (  # noqa: F401
     Match, Numerics, Pattern, all_patterns, default_patterns, get, register, resolve,
 )
 from shlo_env.patterns import (  # noqa: F401,E402
-    algebraic, convert, dot, fusion, loops, reduce, select, shape, slicing,
+    algebraic, convert, dot, fusion, layout, loops, reduce, select, shape, slicing,
 )
 
 __all__ = ["Match", "Numerics", "Pattern", "all_patterns", "default_patterns", "get", "register", "resolve"]

@@ -45,6 +45,8 @@ __all__ = [
     "is_elementwise", "concat_dim", "slice_params", "permutation", "broadcast_dims", "comparison",
     "Scalar", "scalar_operand", "operand_kinds", "operands_through", "depends_on", "captured_values", "callee",
     "static_trip_count", "LoopInfo", "body_size", "FlatBody", "is_pure", "reduce_body",
+    # layout motion (issue 10)
+    "sink_match", "sink_operands", "hoist_match", "hoist_operands",
 ]
 
 
@@ -451,6 +453,52 @@ def operands_through(op, through: str):
     if "x" not in kinds:
         return None
     return kinds, prods
+
+
+# f(move(a), move(b), scalar) <-> move(f(a, b, scalar)) for an elementwise f and a data movement
+# `move` (transpose with one permutation, reshape from one shape, broadcast with one mapping):
+# the shared matching of the movers in patterns/layout.py and patterns/shape.py. Operands that
+# are one scalar everywhere are re-created at the new shape.
+
+def sink_match(op, through: str, key):
+    """Operands of elementwise `op` all produced by the same kind of `through` op (equal `key`,
+    same input shape) or scalars: the Match for moving `through` below `op`, else None."""
+    if not is_elementwise(op):
+        return None
+    split = operands_through(op, through)
+    if split is None:
+        return None
+    kinds, prods = split
+    movers = [p for p in prods if p is not None]
+    k0, s0 = key(movers[0]), shape_of(movers[0].operands[0].type)
+    if any(key(p) != k0 or shape_of(p.operands[0].type) != s0 for p in movers[1:]):
+        return None
+    inputs = [p.operands[0] if p is not None else None for p in prods]
+    return Match(op=op, kinds=kinds, inputs=inputs, inner_shape=s0, key=k0,
+                 outer_shape=shape_of(op.result.type))
+
+
+def sink_operands(b, m: Match) -> list:
+    """The operands of a sink_match's op at the inner shape."""
+    return [x if k == "x" else k.at(b, m.inner_shape) for k, x in zip(m.kinds, m.inputs)]
+
+
+def hoist_match(op, through: str):
+    """move(f(a, b, ...)) where f is elementwise and only feeds this move: the Match for moving
+    `move` above f, else None."""
+    inner = producer(op.operands[0])
+    if inner is None or not is_elementwise(inner) or not single_use(op.operands[0]):
+        return None
+    kinds = operand_kinds(inner)
+    if "x" not in kinds:
+        return None
+    return Match(f=inner, kinds=kinds, inputs=[v if k in ("x", "same") else None for k, v in zip(kinds, inner.operands)],
+                 move=op, outer_shape=shape_of(op.result.type))
+
+
+def hoist_operands(b, m: Match, move) -> list:
+    """The operands of a hoist_match's f, each full-shape one passed through `move(x)`."""
+    return [move(x) if k == "x" else x if k == "same" else k.at(b, m.outer_shape) for k, x in zip(m.kinds, m.inputs)]
 
 
 def depends_on(value: ir.Value, op, limit: int = 256) -> bool:

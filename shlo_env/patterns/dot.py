@@ -11,8 +11,9 @@ import math
 from jaxlib.mlir import ir
 
 from shlo_env.patterns.base import (
-    DotDims, Match, Numerics, Pattern, commuted, concat_dim, dot_dims, i64s, matmul_flops, matmul_operands,
-    permutation, producer, register, result_elem, scalar_operand, shape_of, single_use, splat_value, users,
+    DotDims, Match, Numerics, Pattern, broadcast_dims, commuted, concat_dim, dot_dims, i64s, is_float, matmul_flops,
+    matmul_operands, permutation, producer, register, result_elem, scalar_operand, shape_of, single_use, splat_value,
+    users,
 )
 
 
@@ -240,6 +241,65 @@ class ReduceThroughDot(Pattern):
         return b.dot(b.reduce_sum(m.x, [0]), b.reduce_sum(m.w, [1]), ((0,), (0,)), like=m.like)
 
 
+#: Shorter contractions stay a fused multiply-and-sum loop: a dot call per output costs more.
+MIN_CONTRACTION = 16
+
+
+def _through_broadcast(v, rank: int):
+    """(x, where) with v = broadcast_in_dim(...(x)) (a chain) that only adds dims: x dim i is
+    v dim where[i]. Else (v, identity)."""
+    x, where = v, list(range(rank))
+    while (bc := producer(x, "stablehlo.broadcast_in_dim")) is not None:
+        x, where = bc.operands[0], [where[d] for d in broadcast_dims(bc)]
+    vs = shape_of(v.type)
+    if all(n == vs[w] for n, w in zip(shape_of(x.type), where)):
+        return x, where
+    return v, list(range(rank))
+
+
+@register
+class ReduceOfProductToDot(Pattern):
+    """sum(a * b, dims) -> dot_general(a, b) contracting `dims` (the einsum form). Broadcast
+    operands enter unbroadcast: a dim only one side has becomes that side's free dim."""
+
+    root = "stablehlo.reduce"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        mul = producer(op.operands[0], "stablehlo.multiply")
+        if mul is None or not is_sum(op) or not is_float(op.operands[0].type):
+            return None
+        if any(scalar_operand(v) is not None for v in mul.operands):
+            return None  # sum(s * x) is ReduceSumOfScaled's
+        shape = shape_of(mul.result.type)
+        reduced = set(i64s(op, "dimensions"))
+        (a, wa), (b_, wb) = (_through_broadcast(v, len(shape)) for v in mul.operands)
+        d = DotDims([], [], [], [])
+        out = []  # the product dim of each result dim of the dot, in the dot's order
+        for dim in range(len(shape)):
+            ia, ib = (wa.index(dim) if dim in wa else None), (wb.index(dim) if dim in wb else None)
+            if ia is None or ib is None:
+                if dim in reduced or (ia is None and ib is None):
+                    return None  # a sum over a broadcast dim, or a dim neither side has
+                continue
+            if dim in reduced:
+                d.lhs_contract.append(ia)
+                d.rhs_contract.append(ib)
+            else:
+                d.lhs_batch.append(ia)
+                d.rhs_batch.append(ib)
+                out.append(dim)
+        if math.prod(shape[i] for i in reduced) < MIN_CONTRACTION:
+            return None
+        out += sorted((dim for dim in range(len(shape)) if dim in wa and dim not in wb), key=wa.index)
+        out += sorted((dim for dim in range(len(shape)) if dim in wb and dim not in wa), key=wb.index)
+        kept = [dim for dim in range(len(shape)) if dim not in reduced]
+        return Match(lhs=a, rhs=b_, dims=d, perm=[out.index(dim) for dim in kept])
+
+    def rewrite(self, b, m):
+        return b.transpose(_redot(b, None, m.lhs, m.rhs, m.dims), m.perm)
+
+
 def _later_sibling_dots(op, value, position: int):
     """Plain matmuls after `op` in its block that use `value` as operand `position`."""
     out = []
@@ -427,10 +487,21 @@ class FoldTransposeIntoDotRhs(Pattern):
         return b.transpose(_redot(b, m.like, m.lhs, m.rhs, m.dims), m.out_perm)
 
 
+def _free_slots_in_order(rank: int, free: list[int], order: list[int]) -> list[int]:
+    """A permutation of an operand's dims that puts its free dims (at their own slots) in `order`
+    and leaves batch and contracting dims where they are."""
+    perm = list(range(rank))
+    for slot, d in zip(sorted(free), order):
+        perm[slot] = d
+    return perm
+
+
 @register
 class TransposeOfDot(Pattern):
-    """transpose(A·B) -> B·A as one dot_general with the operands swapped ((AB)ᵀ = BᵀAᵀ;
-    batch dims stay in front)."""
+    """transpose(A·B) -> one dot_general producing the transposed order, when the permutation
+    keeps batch dims in front and each operand's free dims together: batch order goes into the
+    dimension numbers, (AB)ᵀ = BᵀAᵀ swaps the operands, and free dims reordered within one
+    operand become a transpose of that (usually smaller) operand."""
 
     root = "stablehlo.transpose"
     numerics = Numerics.REASSOCIATE
@@ -440,17 +511,31 @@ class TransposeOfDot(Pattern):
         if dot is None or not single_use(op.operands[0]) or "algorithm" in dot.operation.attributes:
             return None
         d = dot_dims(dot)
-        nb = len(d.lhs_batch)
-        nl = len(_free(len(shape_of(dot.operands[0].type)), d.lhs_batch, d.lhs_contract))
-        nr = len(_free(len(shape_of(dot.operands[1].type)), d.rhs_batch, d.rhs_contract))
-        swap = list(range(nb)) + list(range(nb + nl, nb + nl + nr)) + list(range(nb, nb + nl))
-        if permutation(op) != swap or nl == 0 or nr == 0:
+        ranks = [len(shape_of(v.type)) for v in dot.operands]
+        lfree, rfree = _free(ranks[0], d.lhs_batch, d.lhs_contract), _free(ranks[1], d.rhs_batch, d.rhs_contract)
+        nb, nl = len(d.lhs_batch), len(lfree)
+        p = permutation(op)
+        if sorted(p[:nb]) != list(range(nb)):
             return None
-        return Match(lhs=dot.operands[1], rhs=dot.operands[0],
-                     dims=DotDims(d.rhs_batch, d.lhs_batch, d.rhs_contract, d.lhs_contract), like=dot)
+        rest = p[nb:]
+        lhs_pos, rhs_pos = set(range(nb, nb + nl)), set(range(nb + nl, len(p)))
+        if set(rest[:nl]) == lhs_pos:
+            swap, lorder, rorder = False, rest[:nl], rest[nl:]
+        elif set(rest[:len(rfree)]) == rhs_pos:
+            swap, rorder, lorder = True, rest[:len(rfree)], rest[len(rfree):]
+        else:
+            return None
+        return Match(lhs=dot.operands[0], rhs=dot.operands[1], swap=swap, like=dot,
+                     dims=DotDims([d.lhs_batch[j] for j in p[:nb]], [d.rhs_batch[j] for j in p[:nb]],
+                                  d.lhs_contract, d.rhs_contract),
+                     lhs_perm=_free_slots_in_order(ranks[0], lfree, [lfree[j - nb] for j in lorder]),
+                     rhs_perm=_free_slots_in_order(ranks[1], rfree, [rfree[j - nb - nl] for j in rorder]))
 
     def rewrite(self, b, m):
-        out = _redot(b, m.like, m.lhs, m.rhs, m.dims)
+        lhs, rhs, d = b.transpose(m.lhs, m.lhs_perm), b.transpose(m.rhs, m.rhs_perm), m.dims
+        if not m.swap:
+            return _redot(b, m.like, lhs, rhs, d)
+        out = _redot(b, m.like, rhs, lhs, DotDims(d.rhs_batch, d.lhs_batch, d.rhs_contract, d.lhs_contract))
         attrs = out.owner.attributes
         if "precision_config" in attrs:
             pc = ir.ArrayAttr(attrs["precision_config"])

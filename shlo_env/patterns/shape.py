@@ -1,11 +1,12 @@
 """Shape rewrites: transposes, reshapes and broadcasts that compose or vanish, and elementwise
-ops moved through them in both directions (all exact: data movement only)."""
+ops moved through broadcasts in both directions (all exact: data movement only). Transposes and
+reshapes moved through other ops (layout motion) are in patterns/layout.py."""
 
 from __future__ import annotations
 
 from shlo_env.patterns.base import (
-    ELEMENTWISE, Match, Pattern, broadcast_dims, i64s, is_elementwise, is_identity_perm, operand_kinds,
-    operands_through, permutation, producer, register, shape_of, single_use,
+    ELEMENTWISE, Match, Pattern, broadcast_dims, hoist_match, hoist_operands, i64s, is_identity_perm, permutation,
+    producer, register, shape_of, sink_match, sink_operands,
 )
 
 
@@ -118,102 +119,9 @@ class TransposeToReshape(Pattern):
         return b.reshape(m.x, m.shape)
 
 
-# --- elementwise ops moved through data movement, in both directions ----------------------
+# --- elementwise ops moved through broadcasts, in both directions --------------------------
 #
-# f(move(a), move(b), scalar) <-> move(f(a, b, scalar)) for an elementwise f and a data
-# movement `move` (transpose with one permutation, reshape from one shape, broadcast with one
-# mapping). Operands that are one scalar everywhere are re-created at the new shape.
-
-def _sink_match(op, through: str, key):
-    """Operands of elementwise `op` all produced by the same kind of `through` op (equal `key`,
-    same input shape) or scalars: returns the Match for sinking, or None."""
-    if not is_elementwise(op):
-        return None
-    split = operands_through(op, through)
-    if split is None:
-        return None
-    kinds, prods = split
-    movers = [p for p in prods if p is not None]
-    k0, s0 = key(movers[0]), shape_of(movers[0].operands[0].type)
-    if any(key(p) != k0 or shape_of(p.operands[0].type) != s0 for p in movers[1:]):
-        return None
-    inputs = [p.operands[0] if p is not None else None for p in prods]
-    return Match(op=op, kinds=kinds, inputs=inputs, inner_shape=s0, key=k0,
-                 outer_shape=shape_of(op.result.type))
-
-
-def _sink_operands(b, m):
-    return [x if k == "x" else k.at(b, m.inner_shape) for k, x in zip(m.kinds, m.inputs)]
-
-
-def _hoist_match(op, through: str):
-    """move(f(a, b, ...)) where f is elementwise and only feeds this move: Match for hoisting."""
-    inner = producer(op.operands[0])
-    if inner is None or not is_elementwise(inner) or not single_use(op.operands[0]):
-        return None
-    kinds = operand_kinds(inner)
-    if "x" not in kinds:
-        return None
-    return Match(f=inner, kinds=kinds, inputs=[v if k in ("x", "same") else None for k, v in zip(kinds, inner.operands)],
-                 move=op, outer_shape=shape_of(op.result.type))
-
-
-@register
-class ElementwiseThroughTranspose(Pattern):
-    """f(transpose(a, p), transpose(b, p)) -> transpose(f(a, b), p): one transpose instead of several."""
-
-    root = tuple(sorted(ELEMENTWISE))
-
-    def match(self, op):
-        return _sink_match(op, "stablehlo.transpose", permutation)
-
-    def rewrite(self, b, m):
-        return b.transpose(b.like(m.op, _sink_operands(b, m), m.inner_shape), m.key)
-
-
-@register
-class TransposeOfElementwise(Pattern):
-    """transpose(f(a, b), p) -> f(transpose(a, p), transpose(b, p)) (f used only there)."""
-
-    root = "stablehlo.transpose"
-
-    def match(self, op):
-        return _hoist_match(op, "stablehlo.transpose")
-
-    def rewrite(self, b, m):
-        p = permutation(m.move)
-        ops = [b.transpose(x, p) if k == "x" else x if k == "same" else k.at(b, m.outer_shape)
-               for k, x in zip(m.kinds, m.inputs)]
-        return b.like(m.f, ops, m.outer_shape)
-
-
-@register
-class ElementwiseThroughReshape(Pattern):
-    """f(reshape(a), reshape(b)) -> reshape(f(a, b)) when a and b have one shape."""
-
-    root = tuple(sorted(ELEMENTWISE))
-
-    def match(self, op):
-        return _sink_match(op, "stablehlo.reshape", lambda p: shape_of(p.result.type))
-
-    def rewrite(self, b, m):
-        return b.reshape(b.like(m.op, _sink_operands(b, m), m.inner_shape), m.outer_shape)
-
-
-@register
-class ReshapeOfElementwise(Pattern):
-    """reshape(f(a, b)) -> f(reshape(a), reshape(b)) (f used only there)."""
-
-    root = "stablehlo.reshape"
-
-    def match(self, op):
-        return _hoist_match(op, "stablehlo.reshape")
-
-    def rewrite(self, b, m):
-        ops = [b.reshape(x, m.outer_shape) if k == "x" else x if k == "same" else k.at(b, m.outer_shape)
-               for k, x in zip(m.kinds, m.inputs)]
-        return b.like(m.f, ops, m.outer_shape)
-
+# (Transposes and reshapes moved through elementwise ops are layout motion: patterns/layout.py.)
 
 @register
 class ElementwiseThroughBroadcast(Pattern):
@@ -222,13 +130,13 @@ class ElementwiseThroughBroadcast(Pattern):
     root = tuple(sorted(ELEMENTWISE))
 
     def match(self, op):
-        m = _sink_match(op, "stablehlo.broadcast_in_dim", broadcast_dims)
+        m = sink_match(op, "stablehlo.broadcast_in_dim", broadcast_dims)
         if m is not None and m.inner_shape != m.outer_shape:
             return m
         return None
 
     def rewrite(self, b, m):
-        return b.broadcast_in_dim(b.like(m.op, _sink_operands(b, m), m.inner_shape), m.outer_shape, m.key)
+        return b.broadcast_in_dim(b.like(m.op, sink_operands(b, m), m.inner_shape), m.outer_shape, m.key)
 
 
 @register
@@ -239,13 +147,12 @@ class BroadcastOfElementwise(Pattern):
     root = "stablehlo.broadcast_in_dim"
 
     def match(self, op):
-        m = _hoist_match(op, "stablehlo.broadcast_in_dim")
+        m = hoist_match(op, "stablehlo.broadcast_in_dim")
         if m is not None and shape_of(op.operands[0].type) != m.outer_shape:
             return m
         return None
 
     def rewrite(self, b, m):
         dims = broadcast_dims(m.move)
-        ops = [b.broadcast_in_dim(x, m.outer_shape, dims) if k == "x" else x if k == "same" else k.at(b, m.outer_shape)
-               for k, x in zip(m.kinds, m.inputs)]
+        ops = hoist_operands(b, m, lambda x: b.broadcast_in_dim(x, m.outer_shape, dims))
         return b.like(m.f, ops, m.outer_shape)

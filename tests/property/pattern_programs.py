@@ -8,8 +8,10 @@ never emits, e.g. a convert to the same type).
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 from hypothesis import strategies as st
+from jax import lax
 
 from shlo_env import runtime
 from shlo_env.import_ import load, lower
@@ -68,3 +70,23 @@ def text_programs(template: str, **params: st.SearchStrategy) -> st.SearchStrate
 def shape_text(shape) -> str:
     """`2x3x` for (2, 3), `` for ()."""
     return "".join(f"{d}x" for d in shape)
+
+
+#: Binary elementwise functions for the data-movement tests: with scalars, a rank-0 predicate
+#: and rank-0 clamp bounds, which movers must keep as they are.
+ELEMENTWISE = [
+    lambda a, b: a + b,
+    lambda a, b: jnp.maximum(a, b) * 2.0,
+    lambda a, b: jnp.tanh(a) - b,
+    lambda a, b: jnp.where(a > b, a, b),
+    lambda a, b: (a * 0.5).astype(jnp.float16).astype(jnp.float32),
+    lambda a, b: lax.select(jnp.sum(a) > 0, a, a * 0.5 + b),  # a rank-0 predicate
+    lambda a, b: lax.clamp(-0.5, a, 0.5) + b,  # rank-0 bounds
+]
+
+
+@st.composite
+def permuted_shapes(draw, min_rank: int = 2, max_rank: int = 3):
+    """(shape, permutation of its dims)."""
+    s = draw(shapes(min_rank, max_rank))
+    return s, draw(st.permutations(range(len(s))))

@@ -91,10 +91,31 @@ def _fold_rhs(draw):
 
 
 def _transpose_of_dot(draw):
-    m, k, n, bt = draw(N), draw(N), draw(N), draw(N)
-    if draw(st.booleans()):
+    m, k, n, bt, h = draw(N), draw(N), draw(N), draw(N), draw(N)
+    case = draw(st.integers(0, 3))
+    if case == 0:  # (AB)ᵀ: swap the operands
         return (lambda a, b: (a @ b).T), [(m, k), (k, n)]
-    return (lambda a, b: jnp.swapaxes(a @ b, 1, 2)), [(bt, m, k), (bt, k, n)]
+    if case == 1:  # batched, free dims swapped
+        return (lambda a, b: jnp.swapaxes(a @ b, 1, 2)), [(bt, m, k), (bt, k, n)]
+    if case == 2:  # batch dims reordered: only the dimension numbers change
+        return (lambda a, b: lax.transpose(jnp.einsum("bhmk,bhkn->bhmn", a, b), (1, 0, 2, 3))), \
+            [(bt, h, m, k), (bt, h, k, n)]
+    # two lhs free dims reordered: a transpose of the lhs operand
+    return (lambda a, b: lax.transpose(jnp.einsum("mhk,kn->mhn", a, b), (1, 0, 2))), [(m, h, k), (k, n)]
+
+
+def _reduce_of_product(draw):
+    m, n = draw(N), draw(N)
+    k = draw(st.integers(16, 24))
+    case = draw(st.integers(0, 3))
+    if case == 0:  # a squared norm
+        return (lambda x: jnp.sum(x * x)), [(m, k)]
+    if case == 1:  # row-wise dot products: a batch dim
+        return (lambda a, b: jnp.sum(a * b, axis=-1)), [(m, k), (m, k)]
+    if case == 2:  # a matrix-vector product written with broadcasting
+        return (lambda a, v: jnp.sum(a * v[None, :], axis=1)), [(m, k), (k,)]
+    # an outer-product sum: the broadcast dims become free dims of each side
+    return (lambda a, b: jnp.sum(a[:, None, :] * b[None, :, :], axis=2)), [(m, k), (n, k)]
 
 
 def _dot_over_concat(draw):
@@ -136,6 +157,7 @@ CASES = {
     D.FoldTransposeIntoDotLhs: _fold_lhs,
     D.FoldTransposeIntoDotRhs: _fold_rhs,
     D.TransposeOfDot: _transpose_of_dot,
+    D.ReduceOfProductToDot: _reduce_of_product,
     D.DotOverContractingConcat: _dot_over_concat,
     D.ScalarOutOfDot: _scalar_out,
     D.ScalarIntoDot: _scalar_in,

@@ -1,0 +1,258 @@
+"""Layout motion: where transposes and reshapes sit relative to the compute around them.
+
+Every op a transpose can pass has one pattern per direction, so the search chooses the direction
+per site ("down" = the transpose moves towards the outputs, "up" = towards the inputs):
+
+| through | down | up |
+|---|---|---|
+| elementwise ops | `ElementwiseThroughTranspose` | `TransposeOfElementwise` |
+| broadcasts | `BroadcastOfTranspose` | `TransposeOfBroadcast` |
+| reductions | `ReduceOfTranspose` (patterns/reduce.py) | `TransposeOfReduce` |
+| concatenates | `ConcatOfTransposes` | `TransposeOfConcat` |
+| dot_general | `FoldTransposeIntoDotLhs/Rhs` (patterns/dot.py) | `TransposeOfDot` (patterns/dot.py) |
+
+Reshapes: `ElementwiseThroughReshape` / `ReshapeOfElementwise`, and reshapes that only add or
+drop size-1 dims folded into the broadcast or reduction they feed.
+
+Each pair undoes the other, so a greedy loop can bounce between two states; `driver.run_loop`
+stops at the first repeated state (DAG hash) and the searches key their states by hash, so
+the bounce costs at most one step.
+"""
+
+from __future__ import annotations
+
+from shlo_env.patterns.base import (
+    ELEMENTWISE, Match, Numerics, Pattern, broadcast_dims, concat_dim, hoist_match, hoist_operands, i64s,
+    permutation, producer, reduce_body, register, shape_of, single_use, sink_match, sink_operands,
+)
+
+
+def inverse(perm) -> list[int]:
+    """The permutation undoing `perm`."""
+    out = [0] * len(perm)
+    for i, p in enumerate(perm):
+        out[p] = i
+    return out
+
+
+def _non_unit(shape) -> tuple[int, ...]:
+    return tuple(n for n in shape if n != 1)
+
+
+def _unit_reshape(r):
+    """For a reshape that only adds or drops size-1 dims of an input without size-1 dims:
+    {output dim: input dim} for the output's non-unit dims, else None."""
+    src, dst = shape_of(r.operands[0].type), shape_of(r.result.type)
+    if 1 in src or _non_unit(src) != _non_unit(dst):
+        return None
+    non_unit = [d for d, n in enumerate(dst) if n != 1]
+    return dict(zip(non_unit, range(len(src))))
+
+
+# --- elementwise ops --------------------------------------------------------------------------
+
+@register
+class ElementwiseThroughTranspose(Pattern):
+    """f(transpose(a, p), transpose(b, p)) -> transpose(f(a, b), p): one transpose instead of several."""
+
+    root = tuple(sorted(ELEMENTWISE))
+
+    def match(self, op):
+        return sink_match(op, "stablehlo.transpose", permutation)
+
+    def rewrite(self, b, m):
+        return b.transpose(b.like(m.op, sink_operands(b, m), m.inner_shape), m.key)
+
+
+@register
+class TransposeOfElementwise(Pattern):
+    """transpose(f(a, b), p) -> f(transpose(a, p), transpose(b, p)) (f used only there)."""
+
+    root = "stablehlo.transpose"
+
+    def match(self, op):
+        return hoist_match(op, "stablehlo.transpose")
+
+    def rewrite(self, b, m):
+        p = permutation(m.move)
+        return b.like(m.f, hoist_operands(b, m, lambda x: b.transpose(x, p)), m.outer_shape)
+
+
+@register
+class ElementwiseThroughReshape(Pattern):
+    """f(reshape(a), reshape(b)) -> reshape(f(a, b)) when a and b have one shape."""
+
+    root = tuple(sorted(ELEMENTWISE))
+
+    def match(self, op):
+        return sink_match(op, "stablehlo.reshape", lambda p: shape_of(p.result.type))
+
+    def rewrite(self, b, m):
+        return b.reshape(b.like(m.op, sink_operands(b, m), m.inner_shape), m.outer_shape)
+
+
+@register
+class ReshapeOfElementwise(Pattern):
+    """reshape(f(a, b)) -> f(reshape(a), reshape(b)) (f used only there)."""
+
+    root = "stablehlo.reshape"
+
+    def match(self, op):
+        return hoist_match(op, "stablehlo.reshape")
+
+    def rewrite(self, b, m):
+        return b.like(m.f, hoist_operands(b, m, lambda x: b.reshape(x, m.outer_shape)), m.outer_shape)
+
+
+# --- broadcasts -------------------------------------------------------------------------------
+
+@register
+class TransposeOfBroadcast(Pattern):
+    """transpose(broadcast(x)) -> broadcast(transpose(x)): transpose the small tensor; the
+    transpose vanishes when it only reorders broadcast dims."""
+
+    root = "stablehlo.transpose"
+
+    def match(self, op):
+        bc = producer(op.operands[0], "stablehlo.broadcast_in_dim")
+        if bc is None:
+            return None
+        inv = inverse(permutation(op))
+        to = [inv[d] for d in broadcast_dims(bc)]  # x dim i lands on result dim to[i]
+        order = sorted(range(len(to)), key=to.__getitem__)
+        return Match(x=bc.operands[0], order=order, dims=sorted(to), shape=shape_of(op.result.type))
+
+    def rewrite(self, b, m):
+        return b.broadcast_in_dim(b.transpose(m.x, m.order), m.shape, m.dims)
+
+
+@register
+class BroadcastOfTranspose(Pattern):
+    """broadcast(transpose(x)) -> broadcast(x) with the permutation folded into the broadcast
+    dims, followed by a transpose of the result only where the folded dims are out of order."""
+
+    root = "stablehlo.broadcast_in_dim"
+
+    def match(self, op):
+        t = producer(op.operands[0], "stablehlo.transpose")
+        if t is None:
+            return None
+        p, dims = permutation(t), broadcast_dims(op)
+        to = [0] * len(p)  # x dim p[i] lands on result dim dims[i]
+        for i, d in enumerate(dims):
+            to[p[i]] = d
+        shape = shape_of(op.result.type)
+        slots = sorted(to)  # broadcast x in order onto these dims, then permute them into place
+        q = list(range(len(shape)))
+        for k, s in enumerate(slots):
+            q[s] = to[k]
+        return Match(x=t.operands[0], dims=slots, mid=[shape[j] for j in q], perm=inverse(q))
+
+    def rewrite(self, b, m):
+        return b.transpose(b.broadcast_in_dim(m.x, m.mid, m.dims), m.perm)
+
+
+@register
+class BroadcastOfUnitReshape(Pattern):
+    """broadcast(reshape(x)) -> broadcast(x) when the reshape only adds size-1 dims (as keepdims
+    reductions do before a broadcast back)."""
+
+    root = "stablehlo.broadcast_in_dim"
+
+    def match(self, op):
+        r = producer(op.operands[0], "stablehlo.reshape")
+        src = r is not None and _unit_reshape(r)
+        if not src:
+            return None
+        dims = broadcast_dims(op)
+        to = [None] * len(shape_of(r.operands[0].type))
+        for out_dim, x_dim in src.items():
+            to[x_dim] = dims[out_dim]
+        if to != sorted(to):
+            return None
+        return Match(x=r.operands[0], dims=to, shape=shape_of(op.result.type))
+
+    def rewrite(self, b, m):
+        return b.broadcast_in_dim(m.x, m.shape, m.dims)
+
+
+# --- reductions -------------------------------------------------------------------------------
+
+@register
+class TransposeOfReduce(Pattern):
+    """transpose(reduce(x, dims), p) -> reduce(transpose(x, q), dims'): the result comes out in
+    the transposed order (REASSOCIATE: XLA may sum in another order in the new layout)."""
+
+    root = "stablehlo.transpose"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        r = producer(op.operands[0], "stablehlo.reduce")
+        if r is None or reduce_body(r) is None or not single_use(op.operands[0]):
+            return None
+        dims = sorted(i64s(r, "dimensions"))
+        rank = len(shape_of(r.operands[0].type))
+        kept = [d for d in range(rank) if d not in dims]
+        p = permutation(op)
+        return Match(x=r.operands[0], init=r.operands[1], body=reduce_body(r),
+                     perm=[kept[j] for j in p] + dims, dims=list(range(len(kept), rank)))
+
+    def rewrite(self, b, m):
+        return b.reduce(b.transpose(m.x, m.perm), m.init, m.dims, m.body)
+
+
+@register
+class ReduceOfUnitReshape(Pattern):
+    """reduce(reshape(x), dims) -> reshape(reduce(x, dims')) when the reshape only adds size-1
+    dims: reduce x in its own shape (REASSOCIATE, as for a transpose)."""
+
+    root = "stablehlo.reduce"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        r = producer(op.operands[0], "stablehlo.reshape")
+        src = r is not None and reduce_body(op) is not None and _unit_reshape(r)
+        if not src:
+            return None
+        dims = sorted(src[d] for d in i64s(op, "dimensions") if d in src)
+        return Match(x=r.operands[0], init=op.operands[1], body=reduce_body(op), dims=dims,
+                     shape=shape_of(op.result.type))
+
+    def rewrite(self, b, m):
+        return b.reshape(b.reduce(m.x, m.init, m.dims, m.body), m.shape)
+
+
+# --- concatenates -----------------------------------------------------------------------------
+
+@register
+class ConcatOfTransposes(Pattern):
+    """concat(transpose(a, p), transpose(b, p)) -> transpose(concat(a, b), p): one transpose."""
+
+    root = "stablehlo.concatenate"
+
+    def match(self, op):
+        ts = [producer(v, "stablehlo.transpose") for v in op.operands]
+        if any(t is None for t in ts) or any(permutation(t) != permutation(ts[0]) for t in ts):
+            return None
+        p = permutation(ts[0])
+        return Match(parts=[t.operands[0] for t in ts], dim=p[concat_dim(op)], perm=p)
+
+    def rewrite(self, b, m):
+        return b.transpose(b.concat(m.parts, m.dim), m.perm)
+
+
+@register
+class TransposeOfConcat(Pattern):
+    """transpose(concat(a, b), p) -> concat(transpose(a, p), transpose(b, p)) (concat used only there)."""
+
+    root = "stablehlo.transpose"
+
+    def match(self, op):
+        cat = producer(op.operands[0], "stablehlo.concatenate")
+        if cat is None or not single_use(op.operands[0]):
+            return None
+        p = permutation(op)
+        return Match(parts=list(cat.operands), perm=p, dim=inverse(p)[concat_dim(cat)])
+
+    def rewrite(self, b, m):
+        return b.concat([b.transpose(x, m.perm) for x in m.parts], m.dim)
