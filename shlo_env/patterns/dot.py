@@ -241,20 +241,54 @@ class ReduceThroughDot(Pattern):
         return b.dot(b.reduce_sum(m.x, [0]), b.reduce_sum(m.w, [1]), ((0,), (0,)), like=m.like)
 
 
+# --- dot_general canonical forms: broadcasts folded into the dimension numbers ------------
+#
+# Both patterns below describe a product as an einsum: each operand dim carries a label, some
+# labels are summed, the rest are the output in a given order. `_einsum_dot` turns that into one
+# dot_general (a label on both sides: batch or contracting; on one side: that side's free dim)
+# plus the transpose (and, for size-1 labels neither side has, the reshape) to the output order.
+
 #: Shorter contractions stay a fused multiply-and-sum loop: a dot call per output costs more.
 MIN_CONTRACTION = 16
 
 
-def _through_broadcast(v, rank: int):
+def _through_broadcast(v):
     """(x, where) with v = broadcast_in_dim(...(x)) (a chain) that only adds dims: x dim i is
     v dim where[i]. Else (v, identity)."""
-    x, where = v, list(range(rank))
+    x, where = v, list(range(len(shape_of(v.type))))
     while (bc := producer(x, "stablehlo.broadcast_in_dim")) is not None:
         x, where = bc.operands[0], [where[d] for d in broadcast_dims(bc)]
     vs = shape_of(v.type)
     if all(n == vs[w] for n, w in zip(shape_of(x.type), where)):
         return x, where
-    return v, list(range(rank))
+    return v, list(range(len(vs)))
+
+
+def _einsum_dot(lhs_labels, rhs_labels, summed, out_labels, sizes):
+    """Match fields (dims, perm, shape) of the dot_general computing the einsum, or None when
+    a summed label is missing on one side or a kept label of size > 1 on both."""
+    d = DotDims([], [], [], [])
+    for label in summed:
+        if label not in lhs_labels or label not in rhs_labels:
+            return None
+        d.lhs_contract.append(lhs_labels.index(label))
+        d.rhs_contract.append(rhs_labels.index(label))
+    order = []  # the label of each result dim of the dot
+    for label in out_labels:
+        if label in lhs_labels and label in rhs_labels:
+            d.lhs_batch.append(lhs_labels.index(label))
+            d.rhs_batch.append(rhs_labels.index(label))
+            order.append(label)
+        elif label not in lhs_labels and label not in rhs_labels and sizes[label] != 1:
+            return None
+    order += [x for x in lhs_labels if x not in summed and x not in rhs_labels]
+    order += [x for x in rhs_labels if x not in summed and x not in lhs_labels]
+    present = [x for x in out_labels if x in order]
+    return dict(dims=d, perm=[order.index(x) for x in present], shape=[sizes[x] for x in out_labels])
+
+
+def _finish_einsum(b, lhs, rhs, m, like=None):
+    return b.reshape(b.transpose(_redot(b, like, lhs, rhs, m.dims), m.perm), m.shape)
 
 
 @register
@@ -272,32 +306,57 @@ class ReduceOfProductToDot(Pattern):
         if any(scalar_operand(v) is not None for v in mul.operands):
             return None  # sum(s * x) is ReduceSumOfScaled's
         shape = shape_of(mul.result.type)
-        reduced = set(i64s(op, "dimensions"))
-        (a, wa), (b_, wb) = (_through_broadcast(v, len(shape)) for v in mul.operands)
-        d = DotDims([], [], [], [])
-        out = []  # the product dim of each result dim of the dot, in the dot's order
-        for dim in range(len(shape)):
-            ia, ib = (wa.index(dim) if dim in wa else None), (wb.index(dim) if dim in wb else None)
-            if ia is None or ib is None:
-                if dim in reduced or (ia is None and ib is None):
-                    return None  # a sum over a broadcast dim, or a dim neither side has
-                continue
-            if dim in reduced:
-                d.lhs_contract.append(ia)
-                d.rhs_contract.append(ib)
-            else:
-                d.lhs_batch.append(ia)
-                d.rhs_batch.append(ib)
-                out.append(dim)
-        if math.prod(shape[i] for i in reduced) < MIN_CONTRACTION:
+        summed = sorted(i64s(op, "dimensions"))
+        if math.prod(shape[i] for i in summed) < MIN_CONTRACTION:
             return None
-        out += sorted((dim for dim in range(len(shape)) if dim in wa and dim not in wb), key=wa.index)
-        out += sorted((dim for dim in range(len(shape)) if dim in wb and dim not in wa), key=wb.index)
-        kept = [dim for dim in range(len(shape)) if dim not in reduced]
-        return Match(lhs=a, rhs=b_, dims=d, perm=[out.index(dim) for dim in kept])
+        (a, wa), (b_, wb) = (_through_broadcast(v) for v in mul.operands)
+        kept = [dim for dim in range(len(shape)) if dim not in summed]
+        e = _einsum_dot(wa, wb, summed, kept, dict(enumerate(shape)))
+        return e and Match(lhs=a, rhs=b_, **e)
 
     def rewrite(self, b, m):
-        return b.transpose(_redot(b, None, m.lhs, m.rhs, m.dims), m.perm)
+        return _finish_einsum(b, m.lhs, m.rhs, m)
+
+
+def _dot_labels(op):
+    """Labels of a dot_general's operand dims ('b', i) batch, ('c', i) contracting, ('l'|'r', dim)
+    free, the output labels in order, and the size of each label."""
+    d = dot_dims(op)
+    labels, sizes = [], {}
+    for side, (batch, contract) in zip("lr", ([d.lhs_batch, d.lhs_contract], [d.rhs_batch, d.rhs_contract])):
+        shape = shape_of(op.operands["lr".index(side)].type)
+        names = [("b", batch.index(i)) if i in batch else ("c", contract.index(i)) if i in contract else (side, i)
+                 for i in range(len(shape))]
+        sizes.update(zip(names, shape))
+        labels.append(names)
+    summed = [("c", i) for i in range(len(d.lhs_contract))]
+    out = [("b", i) for i in range(len(d.lhs_batch))]
+    out += [x for x in labels[0] if x[0] == "l"] + [x for x in labels[1] if x[0] == "r"]
+    return labels, summed, out, sizes
+
+
+@register
+class DotOfBroadcast(Pattern):
+    """dot_general(broadcast(x), y) -> dot_general(x, y) with the broadcast folded into the
+    dimension numbers: an added batch dim becomes a free dim of the other side, an added size-1
+    dim comes back by a reshape of the (smaller) result."""
+
+    root = "stablehlo.dot_general"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        if "algorithm" in op.operation.attributes or result_elem(op.result) != result_elem(op.operands[0]):
+            return None
+        sides = [_through_broadcast(v) for v in op.operands]
+        if all(x == v for (x, _), v in zip(sides, op.operands)):
+            return None
+        (lhs_labels, rhs_labels), summed, out, sizes = _dot_labels(op)
+        e = _einsum_dot([lhs_labels[i] for i in sides[0][1]], [rhs_labels[i] for i in sides[1][1]],
+                        summed, out, sizes)
+        return e and Match(lhs=sides[0][0], rhs=sides[1][0], like=op, **e)
+
+    def rewrite(self, b, m):
+        return _finish_einsum(b, m.lhs, m.rhs, m, like=m.like)
 
 
 def _later_sibling_dots(op, value, position: int):

@@ -118,6 +118,18 @@ def _reduce_of_product(draw):
     return (lambda a, b: jnp.sum(a[:, None, :] * b[None, :, :], axis=2)), [(m, k), (n, k)]
 
 
+def _dot_of_broadcast(draw):
+    m, k, n, bt = draw(N), draw(N), draw(N), draw(N)
+    case = draw(st.integers(0, 2))
+    if case == 0:  # weights broadcast over a batch (vmap of a shared matmul)
+        return (lambda a, b: jnp.matmul(jnp.broadcast_to(a, (bt, m, k)), b)), [(m, k), (bt, k, n)]
+    if case == 1:
+        return (lambda a, b: jnp.matmul(a, jnp.broadcast_to(b, (bt, k, n)))), [(bt, m, k), (k, n)]
+    # a vector made a column (an added size-1 free dim)
+    return (lambda v, w: lax.dot_general(lax.broadcast_in_dim(v, (k, 1), (0,)), w, (((0,), (0,)), ((), ())))), \
+        [(k,), (k, n)]
+
+
 def _dot_over_concat(draw):
     m, k1, k2, n = draw(N), draw(N), draw(N), draw(N)
     if draw(st.booleans()):
@@ -158,6 +170,7 @@ CASES = {
     D.FoldTransposeIntoDotRhs: _fold_rhs,
     D.TransposeOfDot: _transpose_of_dot,
     D.ReduceOfProductToDot: _reduce_of_product,
+    D.DotOfBroadcast: _dot_of_broadcast,
     D.DotOverContractingConcat: _dot_over_concat,
     D.ScalarOutOfDot: _scalar_out,
     D.ScalarIntoDot: _scalar_in,
