@@ -293,8 +293,9 @@ def _finish_einsum(b, lhs, rhs, m, like=None):
 
 @register
 class ReduceOfProductToDot(Pattern):
-    """sum(a * b, dims) -> dot_general(a, b) contracting `dims` (the einsum form). Broadcast
-    operands enter unbroadcast: a dim only one side has becomes that side's free dim."""
+    """sum(a * b, dims) -> dot_general(a, b) contracting dims, when they hold 16 or more
+    elements: broadcast operands enter unbroadcast, a dim only one side has becomes that side's
+    free dim (the einsum form)."""
 
     root = "stablehlo.reduce"
     numerics = Numerics.REASSOCIATE

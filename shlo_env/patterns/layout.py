@@ -128,8 +128,8 @@ class TransposeOfBroadcast(Pattern):
 
 @register
 class BroadcastOfTranspose(Pattern):
-    """broadcast(transpose(x)) -> broadcast(x) with the permutation folded into the broadcast
-    dims, followed by a transpose of the result only where the folded dims are out of order."""
+    """broadcast(transpose(x)) -> broadcast(x) then transpose, the permutation folded into the
+    broadcast dims (the transpose vanishes when the folded dims stay in order)."""
 
     root = "stablehlo.broadcast_in_dim"
 
