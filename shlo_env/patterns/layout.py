@@ -6,6 +6,7 @@ per site ("down" = the transpose moves towards the outputs, "up" = towards the i
 | through | down | up |
 |---|---|---|
 | elementwise ops | `ElementwiseThroughTranspose` | `TransposeOfElementwise` |
+| same, next to a dot | `ElementwiseThroughTransposeBesideDot` | `TransposeOfElementwiseBesideDot` |
 | broadcasts | `BroadcastOfTranspose` | `TransposeOfBroadcast` |
 | reductions | `ReduceOfTranspose` (patterns/reduce.py) | `TransposeOfReduce` |
 | concatenates | `ConcatOfTransposes` | `TransposeOfConcat` |
@@ -14,6 +15,10 @@ per site ("down" = the transpose moves towards the outputs, "up" = towards the i
 Reshapes: `ElementwiseThroughReshape` / `ReshapeOfElementwise`, and reshapes that only add or
 drop size-1 dims folded into the broadcast or reduction they feed.
 
+The EXACT movers never add or remove a transpose next to a dot_general (`beside_dot`): XLA
+folds such a transpose into the dot, which changes the dot's kernel and rounding; those sites
+belong to the REASSOCIATE dot patterns.
+
 Each pair undoes the other, so a greedy loop can bounce between two states; `driver.run_loop`
 stops at the first repeated state (DAG hash) and the searches key their states by hash, so
 the bounce costs at most one step.
@@ -21,9 +26,11 @@ the bounce costs at most one step.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from shlo_env.patterns.base import (
     ELEMENTWISE, Match, Numerics, Pattern, broadcast_dims, concat_dim, hoist_match, hoist_operands, i64s,
-    permutation, producer, reduce_body, register, shape_of, single_use, sink_match, sink_operands,
+    permutation, producer, reduce_body, register, shape_of, single_use, sink_match, sink_operands, users,
 )
 
 
@@ -33,6 +40,17 @@ def inverse(perm) -> list[int]:
     for i, p in enumerate(perm):
         out[p] = i
     return out
+
+
+def beside_dot(inner, outer) -> bool:
+    """Whether moving a transpose would add or remove one next to a dot_general: one of the
+    `inner` values (the transposes' operands, before or after the move) is a dot's result, or
+    the `outer` value (what the moved transpose produces) feeds a dot. XLA folds such a transpose
+    into the dot (another kernel, another summation order: measured on kalman_filter_scan), so
+    the EXACT movers leave those sites to TransposeOfDot and FoldTransposeIntoDot* (REASSOCIATE)."""
+    if any(v is not None and producer(v, "stablehlo.dot_general") is not None for v in inner):
+        return True
+    return any(u.name == "stablehlo.dot_general" for u in users(outer))
 
 
 def _non_unit(shape) -> tuple[int, ...]:
@@ -57,8 +75,13 @@ class ElementwiseThroughTranspose(Pattern):
 
     root = tuple(sorted(ELEMENTWISE))
 
+    next_to_dot: ClassVar[bool] = False  # the sites it takes: away from dots (EXACT) or next to one
+
     def match(self, op):
-        return sink_match(op, "stablehlo.transpose", permutation)
+        m = sink_match(op, "stablehlo.transpose", permutation)
+        if m is not None and beside_dot(m.inputs, op.result) == self.next_to_dot:
+            return m
+        return None
 
     def rewrite(self, b, m):
         return b.transpose(b.like(m.op, sink_operands(b, m), m.inner_shape), m.key)
@@ -70,12 +93,35 @@ class TransposeOfElementwise(Pattern):
 
     root = "stablehlo.transpose"
 
+    next_to_dot: ClassVar[bool] = False
+
     def match(self, op):
-        return hoist_match(op, "stablehlo.transpose")
+        m = hoist_match(op, "stablehlo.transpose")
+        if m is not None and beside_dot(m.inputs, op.result) == self.next_to_dot:
+            return m
+        return None
 
     def rewrite(self, b, m):
         p = permutation(m.move)
         return b.like(m.f, hoist_operands(b, m, lambda x: b.transpose(x, p)), m.outer_shape)
+
+
+@register
+class ElementwiseThroughTransposeBesideDot(ElementwiseThroughTranspose):
+    """f(transpose(a, p), ...) -> transpose(f(a, ...), p) where a transpose is added or removed
+    next to a dot_general (REASSOCIATE: XLA folds it into the dot, changing its rounding)."""
+
+    numerics = Numerics.REASSOCIATE
+    next_to_dot = True
+
+
+@register
+class TransposeOfElementwiseBesideDot(TransposeOfElementwise):
+    """transpose(f(a, ...), p) -> f(transpose(a, p), ...) where a transpose is added or removed
+    next to a dot_general (REASSOCIATE, as for the sinking direction)."""
+
+    numerics = Numerics.REASSOCIATE
+    next_to_dot = True
 
 
 @register
@@ -115,7 +161,7 @@ class TransposeOfBroadcast(Pattern):
 
     def match(self, op):
         bc = producer(op.operands[0], "stablehlo.broadcast_in_dim")
-        if bc is None:
+        if bc is None or beside_dot([bc.operands[0]], op.result):
             return None
         inv = inverse(permutation(op))
         to = [inv[d] for d in broadcast_dims(bc)]  # x dim i lands on result dim to[i]
@@ -135,7 +181,7 @@ class BroadcastOfTranspose(Pattern):
 
     def match(self, op):
         t = producer(op.operands[0], "stablehlo.transpose")
-        if t is None:
+        if t is None or beside_dot([t.operands[0]], op.result):
             return None
         p, dims = permutation(t), broadcast_dims(op)
         to = [0] * len(p)  # x dim p[i] lands on result dim dims[i]
@@ -234,6 +280,8 @@ class ConcatOfTransposes(Pattern):
         ts = [producer(v, "stablehlo.transpose") for v in op.operands]
         if any(t is None for t in ts) or any(permutation(t) != permutation(ts[0]) for t in ts):
             return None
+        if beside_dot([t.operands[0] for t in ts], op.result):
+            return None
         p = permutation(ts[0])
         return Match(parts=[t.operands[0] for t in ts], dim=p[concat_dim(op)], perm=p)
 
@@ -249,7 +297,7 @@ class TransposeOfConcat(Pattern):
 
     def match(self, op):
         cat = producer(op.operands[0], "stablehlo.concatenate")
-        if cat is None or not single_use(op.operands[0]):
+        if cat is None or not single_use(op.operands[0]) or beside_dot(cat.operands, op.result):
             return None
         p = permutation(op)
         return Match(parts=list(cat.operands), perm=p, dim=inverse(p)[concat_dim(cat)])

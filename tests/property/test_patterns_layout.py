@@ -31,6 +31,18 @@ def _transpose_of_ew(draw):
     return (lambda a, b: lax.transpose(f(a, b), p)), [s, s]
 
 
+def _ew_through_transpose_beside_dot(draw):
+    m, k, n = draw(DIM), draw(DIM), draw(DIM)
+    f = draw(st.sampled_from(ELEMENTWISE))
+    return (lambda a, b, c: f((a @ b).T, c.T)), [(m, k), (k, n), (m, n)]
+
+
+def _transpose_of_ew_beside_dot(draw):
+    m, k, n = draw(st.integers(2, 4)), draw(DIM), draw(st.integers(2, 4))
+    f = draw(st.sampled_from([jnp.add, jnp.multiply, jnp.maximum, lambda d, c: jnp.where(d > c, d, c)]))
+    return (lambda a, b, c: f(a @ b, c).T), [(m, k), (k, n), (m, n)]
+
+
 def _ew_through_reshape(draw):
     s = draw(shapes(1, 3))
     t = draw(st.sampled_from([(math.prod(s),), s[::-1], (1,) + s]))
@@ -123,6 +135,8 @@ def _transpose_of_concat(draw):
 CASES = {
     L.ElementwiseThroughTranspose: _ew_through_transpose,
     L.TransposeOfElementwise: _transpose_of_ew,
+    L.ElementwiseThroughTransposeBesideDot: _ew_through_transpose_beside_dot,
+    L.TransposeOfElementwiseBesideDot: _transpose_of_ew_beside_dot,
     L.ElementwiseThroughReshape: _ew_through_reshape,
     L.ReshapeOfElementwise: _reshape_of_ew,
     L.TransposeOfBroadcast: _transpose_of_broadcast,
@@ -160,3 +174,22 @@ def test_exact_pattern_compiled_by_xla(pattern):
     """EXACT is a promise about what XLA runs: bitwise equal after XLA compiles both programs."""
     res = check_pattern(pattern, programs(CASES[pattern]), max_examples=20, backend="xla")
     assert res.num_alternatives >= 10
+
+
+BESIDE_DOT = [  # a transpose each EXACT mover could move, but next to a dot_general
+    (L.ElementwiseThroughTranspose, lambda a, b: jnp.tanh((a @ b).T) + 1.0),
+    (L.TransposeOfElementwise, lambda a, b: jnp.tanh(a @ b).T + 1.0),
+    (L.BroadcastOfTranspose, lambda a, b: lax.broadcast_in_dim((a @ b).T, (4, 4, 2), (1, 0)) * 2.0),
+    (L.TransposeOfBroadcast, lambda a, b: lax.transpose(lax.broadcast_in_dim(a @ b, (4, 4, 2), (0, 1)), (2, 1, 0)) @ b),
+    (L.ConcatOfTransposes, lambda a, b: jnp.concatenate([(a @ b).T, b.T], axis=0)),
+    (L.TransposeOfConcat, lambda a, b: jnp.concatenate([a, b], axis=1).T @ a),
+]
+
+
+@pytest.mark.parametrize("pattern,fn", BESIDE_DOT, ids=[p.name for p, _ in BESIDE_DOT])
+def test_exact_movers_leave_transposes_beside_dots(pattern, fn):
+    """XLA folds a transpose next to a dot into the dot (another kernel and rounding), so the
+    EXACT movers must not offer to add or remove one there."""
+    prog = lower(fn, jnp.ones((4, 4)), jnp.ones((4, 4)))
+    assert "dot_general" in prog.text() and "transpose" in prog.text()
+    assert not driver.list_alternatives(driver.augment(prog, [pattern()]))
