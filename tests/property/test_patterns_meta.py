@@ -4,7 +4,8 @@ import importlib
 
 from shlo_env.patterns import Numerics, all_patterns, default_patterns
 
-FAMILIES = ["algebraic", "shape", "dot", "slicing", "reduce", "convert", "select", "loops", "fusion"]
+FAMILIES = ["algebraic", "shape", "dot", "slicing", "reduce", "convert", "select", "loops", "fusion",
+            "layout"]
 
 
 def _tested():
