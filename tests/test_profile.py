@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from shlo_env import cli
+import shlo_env
 from shlo_env.profile import categorize, parse_hlo, profile
 
 
@@ -15,7 +16,7 @@ def _mlp(x, w):
 
 def test_profile_maps_kernels_to_stablehlo_ops():
     x = np.ones((128, 128), np.float32)
-    prof = profile(_mlp, x, x, runs=3)
+    prof = shlo_env.profile(_mlp, x, x, runs=3)
     assert prof.kernels and prof.platform == jax.default_backend()
     assert sum(k.share for k in prof.kernels) == pytest.approx(1.0)
     assert all(k.time_s > 0 for k in prof.kernels)
