@@ -81,6 +81,8 @@ def test_evaluator_verifies_option_states_in_their_tier(program):
         a = ev.evaluate(program, passes=("xla_cpu_multi_thread_eigen=false",))
         assert a.ok and a.passes == ("xla_cpu_multi_thread_eigen=false",)
         assert a.numerics == Numerics.REASSOCIATE and a.key != ev.original_key
+        # same HLO text as the original, yet another executable: timed, not reused
+        assert a.timed and not a.same_executable_as and ev.stats.timed == 1
         b = ev.evaluate(program, passes=("xla_cpu_enable_fast_math=true",))
         assert b.numerics == Numerics.APPROX
 

@@ -323,7 +323,9 @@ class Evaluator:
             hlo = self.worker.optimized_hlo(program.text(), self._passes(passes), timeout_s=self._timeout())
         except CandidateError:
             return None
-        return xxhash.xxh3_64_hexdigest(hlo.encode())
+        # XLA options change code generation, not the HLO: the same text is another executable.
+        options = ",".join(p for p in self._passes(passes) if xla_options.is_option(p))
+        return xxhash.xxh3_64_hexdigest((hlo + "|" + options).encode())
 
     def _time(self, ev: Evaluation) -> None:
         fingerprint = None
