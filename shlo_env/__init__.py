@@ -8,10 +8,11 @@ from shlo_env.import_ import Program, ProgramError, load, lower, save
 from shlo_env.numerics import Numerics
 from shlo_env.optimize import OptimizedFunction, Report, optimize
 from shlo_env.patterns.base import Match, Pattern
+from shlo_env.profile import profile  # the function; the module stays importable as shlo_env.profile
 
 __all__ = [
     "Program", "ProgramError", "lower", "load", "save", "augment", "apply", "prune", "run_loop",
     "list_alternatives", "dag_hash", "patterns", "Pattern", "Match", "Numerics", "optimize",
-    "OptimizedFunction", "Report", "Env",
+    "OptimizedFunction", "Report", "Env", "profile",
 ]
 __version__ = "0.1.0"

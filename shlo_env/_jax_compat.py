@@ -50,15 +50,19 @@ def xla_client():
     return xc
 
 
-def compile_options(disabled_passes: tuple[str, ...] = ()):
-    """XLA CompileOptions built the way jax.jit builds them, so timings compare fairly."""
+def compile_options(disabled_passes: tuple[str, ...] = (), overrides: dict | None = None):
+    """XLA CompileOptions built the way jax.jit builds them, so timings compare fairly.
+    `overrides` are XLA debug options by name (what jax.jit's `compiler_options` takes)."""
     xc = xla_client()
     try:
         from jax._src import compiler
 
-        opts = compiler.get_compile_options(num_replicas=1, num_partitions=1)
+        opts = compiler.get_compile_options(num_replicas=1, num_partitions=1,
+                                            env_options_overrides=dict(overrides) if overrides else None)
     except (ImportError, AttributeError, TypeError):  # pragma: no cover - API drift
         opts = xc.CompileOptions()
+        if overrides:
+            opts.env_option_overrides = list(overrides.items())
     if disabled_passes:
         debug = opts.executable_build_options.debug_options
         # Assigning replaces what is there, so merge with what is already disabled. jaxlib 0.10

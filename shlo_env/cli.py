@@ -14,6 +14,7 @@ SUBCOMMANDS = {
     "bench": ("shlo_env.bench", "sweep datasets of programs, store every measurement, print Table 2 "
                                 "against jax.jit"),
     "noise": ("shlo_env.noise", "measure this machine's noise profile (faster/slower thresholds)"),
+    "profile": ("shlo_env.profile", "time per XLA kernel, mapped back to the StableHLO ops and patterns"),
     "show": ("shlo_env.show", "render a program and its alternatives as Graphviz DOT/SVG"),
 }
 

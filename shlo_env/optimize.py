@@ -23,6 +23,7 @@ import jax
 import numpy as np
 
 from shlo_env import _jax_compat, runtime
+from shlo_env import xla_options as option_actions
 from shlo_env.import_ import Program, lower
 from shlo_env.numerics import Numerics, verify
 from shlo_env.search import passes as pass_actions
@@ -76,7 +77,7 @@ class Report:
         if self.applied:
             lines.append(f"  rewrites: {', '.join(self.applied)} ({self.numerics})")
         if self.disabled_passes:
-            lines.append(f"  XLA passes disabled: {', '.join(self.disabled_passes)}")
+            lines.append(f"  XLA actions (passes disabled, options set): {', '.join(self.disabled_passes)}")
         if self.verification:
             lines.append(f"  verified: {self.verification}")
         if self.reason:
@@ -119,8 +120,8 @@ def exported_callable(fn: Callable, args: Sequence, program: Program,
     exp = dataclasses.replace(
         exp, mlir_module_serialized=_jax_compat.serialize_portable(program.text()),
         module_kept_var_idx=tuple(range(len(program.in_specs))))
-    if disabled_passes:
-        return jax.jit(exp.call, compiler_options={"xla_disable_hlo_passes": ",".join(disabled_passes)})
+    if disabled_passes:  # disabled pass names and `name=value` XLA option actions
+        return jax.jit(exp.call, compiler_options=option_actions.compiler_options(disabled_passes))
     return jax.jit(exp.call)
 
 
@@ -144,6 +145,7 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
              max_steps: int = 6, num_random: int = 3, seed: int = 0, min_gain: float = 0.03,
              progress: bool | None = None, timeout_s: float | None = None,
              name: str | None = None, passes: bool | Sequence[str] = False,
+             xla_options: bool | str | Sequence[str] = False,
              strategy_options: dict | None = None) -> OptimizedFunction:
     """Search rewrites of `fn` lowered on `args`; return a callable at least as fast as jax.jit(fn).
 
@@ -160,6 +162,10 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
       timeout_s: per compile/run limit in the worker (a hang costs one candidate).
       passes: also let the search disable XLA passes: True for the platform's candidates
         (`shlo_env.search.passes.candidate_passes()`), or a list of pass names.
+      xla_options: also let the search set XLA compile options: True for the platform's
+        value-preserving ones (`shlo_env.xla_options`), "approx" to add fast math (APPROX tier,
+        looser verification), or a list of `name=value` tokens. The returned callable compiles
+        with the chosen options (`Report.disabled_passes` lists them beside disabled passes).
       strategy_options: keyword options for the strategy (e.g. {"alpha": 1.0} for beam).
     """
     t0 = time.perf_counter()
@@ -168,7 +174,7 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
     program = lower(fn, *args, name=name)
     report = Report(name=name, strategy=str(strategy))
     progress = progress if progress is not None else False
-    offered = pass_actions.resolve(passes)
+    offered = pass_actions.resolve(passes) + option_actions.resolve(xla_options)
     report.pass_actions = offered
 
     def keep_original(reason: str) -> OptimizedFunction:
@@ -183,7 +189,7 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
     # budget (about 15%) builds the callable and checks it in this process.
     res = optimize_program(program, patterns=patterns, strategy=strategy, budget_s=budget_s,
                            max_steps=max_steps, num_random=num_random, seed=seed, min_gain=min_gain,
-                           progress=progress, timeout_s=timeout_s, passes=passes,
+                           progress=progress, timeout_s=timeout_s, passes=passes, xla_options=xla_options,
                            strategy_options=strategy_options, final_timing=False, cost=False, name=name)
     report.original_hash = res.original_hash
     report.strategy, report.noise, report.threshold = res.strategy, res.noise, res.threshold

@@ -26,7 +26,7 @@ import ml_dtypes
 import numpy as np
 import xxhash
 
-from shlo_env import _jax_compat
+from shlo_env import _jax_compat, xla_options
 from shlo_env.import_ import Program
 
 
@@ -81,7 +81,9 @@ def platform() -> str:
 def _compile_cached(text: str, disabled_passes: tuple[str, ...]) -> Executable:
     _jax_compat.init_lapack()
     client = _jax_compat.backend()
-    opts = _jax_compat.compile_options(disabled_passes)
+    # `disabled_passes` also carries XLA option actions (`name=value`, see shlo_env.xla_options).
+    passes, overrides = xla_options.split(disabled_passes)
+    opts = _jax_compat.compile_options(passes, overrides)
     try:
         loaded = client.compile_and_load(text, _jax_compat.device_list(devices()), opts)
     except Exception as e:  # noqa: BLE001 - XlaRuntimeError and friends

@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 
+from shlo_env import xla_options
 from shlo_env.driver import ApplyError, apply, augment, list_alternatives
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
@@ -242,9 +243,12 @@ class SearchContext:
             alts = list_alternatives(augmented)
             self._augmented[state.hash] = (augmented, alts)
             self.expansions += 1
-        offered = tuple(p for p in self.passes if p not in state.passes)
+        set_options = {xla_options.option_name(p) for p in state.passes} - {None}
+        offered = tuple(p for p in self.passes
+                        if p not in state.passes and xla_options.option_name(p) not in set_options)
         dims = [Dim("rewrite", tuple(a.labels), i) for i, a in enumerate(alts)]
-        dims += [Dim("pass", ("keep", f"disable {p}"), j) for j, p in enumerate(offered)]
+        dims += [Dim("pass", ("keep", f"set {p}" if xla_options.is_option(p) else f"disable {p}"), j)
+                 for j, p in enumerate(offered)]
         exp = Expansion(state, augmented if alts else None, alts, offered, dims)
         self._expanded[state.key] = exp
         return exp

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from shlo_env import runtime
+from shlo_env import runtime, xla_options
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
 from shlo_env.numerics import SENSITIVITY_ULPS, Comparison, Numerics, compare_outputs, verify
@@ -58,7 +58,7 @@ class Evaluation:
         """The tier the state claims: its rewrites' loosest tier (disabling passes may reorder
         float math, so at least REASSOCIATE then). `verified` is what was established."""
         tier = Numerics(self.program.numerics)
-        return max(tier, Numerics.REASSOCIATE) if self.passes else tier
+        return max(tier, Numerics.REASSOCIATE, xla_options.numerics(self.passes)) if self.passes else tier
 
     @property
     def timed(self) -> bool:
@@ -323,7 +323,9 @@ class Evaluator:
             hlo = self.worker.optimized_hlo(program.text(), self._passes(passes), timeout_s=self._timeout())
         except CandidateError:
             return None
-        return xxhash.xxh3_64_hexdigest(hlo.encode())
+        # XLA options change code generation, not the HLO: the same text is another executable.
+        options = ",".join(p for p in self._passes(passes) if xla_options.is_option(p))
+        return xxhash.xxh3_64_hexdigest((hlo + "|" + options).encode())
 
     def _time(self, ev: Evaluation) -> None:
         fingerprint = None

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from shlo_env import xla_options
+
 # (name, what it does): optimization passes of XLA's CPU pipeline.
 CPU_PASSES: tuple[tuple[str, str], ...] = (
     ("algsimp", "algebraic simplifier"),
@@ -81,6 +83,8 @@ def candidate_passes(platform: str | None = None) -> tuple[str, ...]:
 
 
 def describe(name: str) -> str:
+    if xla_options.is_option(name):
+        return xla_options.describe(name)
     for table in (CPU_PASSES, GPU_PASSES):
         for n, what in table:
             if n == name:
@@ -89,12 +93,22 @@ def describe(name: str) -> str:
 
 
 def normalize(passes: Iterable[str] | None) -> tuple[str, ...]:
-    """A canonical form of a set of disabled passes: sorted, unique, no empty names."""
+    """A canonical form of a set of XLA actions (disabled passes and `name=value` options,
+    see `shlo_env.xla_options`): sorted, unique, no empty names, one value per option (the
+    first in sorted order when two values of one option meet)."""
     if not passes:
         return ()
     if isinstance(passes, str):
         passes = passes.split(",")
-    return tuple(sorted({p.strip() for p in passes if p and p.strip()}))
+    out, options = [], set()
+    for p in sorted({p.strip() for p in passes if p and p.strip()}):
+        name = xla_options.option_name(p)
+        if name is not None:
+            if name in options:
+                continue
+            options.add(name)
+        out.append(p)
+    return tuple(out)
 
 
 def resolve(passes: bool | str | Sequence[str] | None, platform: str | None = None) -> tuple[str, ...]:

@@ -42,6 +42,7 @@ import math
 import time
 from collections.abc import Sequence
 
+from shlo_env import xla_options as option_actions
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
 from shlo_env.numerics import Numerics
@@ -186,7 +187,7 @@ def optimize_program(program: Program, *, patterns=None, strategy: str = "auto",
                      max_steps: int = 6, num_random: int = 3, seed: int = 0, min_gain: float = 0.03,
                      threshold: float | None = None, progress: bool | Progress = False,
                      timeout_s: float | None = None, passes: bool | Sequence[str] = False,
-                     strategy_options: dict | None = None, worker=None, device_lock=None,
+                     xla_options: bool | str | Sequence[str] = False, strategy_options: dict | None = None, worker=None, device_lock=None,
                      confirm: bool = True, final_timing: bool = True, cost: bool = True,
                      search_fraction: float = 0.75, hard_fraction: float = 0.85,
                      name: str | None = None) -> ProgramResult:
@@ -205,6 +206,8 @@ def optimize_program(program: Program, *, patterns=None, strategy: str = "auto",
       confirm: re-time the best candidate before accepting it (always, whatever time is left).
       final_timing: measure the returned program once more for the report (see module doc).
       cost: record XLA's cost analysis (flops, bytes) of the original and the returned program.
+      passes / xla_options: XLA passes the search may disable and compile options it may set
+        (`shlo_env.search.passes`, `shlo_env.xla_options`); both are toggles of one action tuple.
     """
     t0 = time.perf_counter()
     name = name or program.name
@@ -213,7 +216,7 @@ def optimize_program(program: Program, *, patterns=None, strategy: str = "auto",
     own_worker = worker is None
     base_worker = worker if worker is not None else Worker(timeout_s or default_timeout())
     w = LockedWorker(base_worker, device_lock) if device_lock is not None else base_worker
-    offered = pass_actions.resolve(passes)
+    offered = pass_actions.resolve(passes) + option_actions.resolve(xla_options)
     try:
         # The original is measured whatever the budget (only the worker's own timeout applies):
         # a program whose measurement alone takes the budget is returned unchanged, not failed.

@@ -1,0 +1,97 @@
+"""XLA compile options as actions: every value compiles and verifies in its tier, the search
+keys and toggles them like passes, and the returned callable compiles with them."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import shlo_env as se
+from shlo_env import runtime, xla_options
+from shlo_env.numerics import Numerics, verify
+from shlo_env.optimize import exported_callable
+from shlo_env.search import Evaluator
+from shlo_env.search.passes import normalize
+from shlo_env.worker import Worker
+
+
+def layer(x, w, b):
+    h = jnp.tanh(x @ w + b)
+    return h.sum(0), jnp.max(h, axis=1)
+
+
+ARGS = [np.random.default_rng(0).standard_normal(s).astype(np.float32) for s in [(64, 96), (96, 48), (48,)]]
+
+
+@pytest.fixture(scope="module")
+def program():
+    return se.lower(layer, *ARGS)
+
+
+@pytest.fixture(scope="module")
+def baseline(program):
+    sets = runtime.input_sets(program, num_random=1)
+    exe = runtime.compile(program)
+    refs = [runtime.reference_outputs(program, s) for s in sets]
+    return sets, [runtime.execute(exe, s) for s in sets], refs
+
+
+@pytest.mark.parametrize("token", xla_options.candidate_options("cpu", approx=True))
+def test_every_cpu_option_value_compiles_and_verifies_in_its_tier(token, program, baseline):
+    sets, original, refs = baseline
+    exe = runtime.compile(program, (token,))
+    outs = [runtime.execute(exe, s) for s in sets]
+    # the tier a state with this option claims in the evaluator (any XLA action: >= REASSOCIATE)
+    tier = max(xla_options.numerics((token,)), Numerics.REASSOCIATE)
+    assert all(r is not None for r in refs)
+    cmp = verify(outs, original, tier, refs)
+    assert cmp.ok, (token, cmp.detail)
+
+
+def test_gpu_options_are_listed_and_not_offered_on_cpu():
+    gpu = xla_options.candidate_options("gpu")
+    assert any(t.startswith("xla_gpu_autotune_level=") for t in gpu)
+    assert any(t.startswith("xla_gpu_enable_triton_gemm=") for t in gpu)
+    assert not set(gpu) & set(xla_options.candidate_options("cpu", approx=True))
+
+
+def test_tokens_split_normalize_and_claim_tiers():
+    passes, opts = xla_options.split(["algsimp", "xla_cpu_use_onednn=true", "xla_cpu_prefer_vector_width=512"])
+    assert passes == ("algsimp",)
+    assert opts == {"xla_cpu_use_onednn": True, "xla_cpu_prefer_vector_width": 512}
+    # one value per option survives normalization
+    both = normalize(["xla_cpu_prefer_vector_width=512", "xla_cpu_prefer_vector_width=128", "cse"])
+    assert both == ("cse", "xla_cpu_prefer_vector_width=128")
+    assert xla_options.numerics(["xla_cpu_enable_fast_math=true"]) == Numerics.APPROX
+    assert xla_options.numerics(["xla_cpu_use_onednn=true"]) == Numerics.REASSOCIATE
+    assert xla_options.numerics(["cse"]) == Numerics.EXACT
+    # fast math is opt-in only
+    assert not any("fast_math" in t for t in xla_options.resolve(True, "cpu"))
+    assert any("fast_math" in t for t in xla_options.resolve("approx", "cpu"))
+    with pytest.raises(ValueError):
+        xla_options.resolve(["xla_cpu_use_onednn"], "cpu")
+    assert xla_options.compiler_options(["cse", "xla_cpu_use_onednn=true"]) == {
+        "xla_cpu_use_onednn": True, "xla_disable_hlo_passes": "cse"}
+
+
+def test_evaluator_verifies_option_states_in_their_tier(program):
+    with Evaluator(program, worker=Worker(timeout_s=120), num_random=1) as ev:
+        a = ev.evaluate(program, passes=("xla_cpu_multi_thread_eigen=false",))
+        assert a.ok and a.passes == ("xla_cpu_multi_thread_eigen=false",)
+        assert a.numerics == Numerics.REASSOCIATE and a.key != ev.original_key
+        # same HLO text as the original, yet another executable: timed, not reused
+        assert a.timed and not a.same_executable_as and ev.stats.timed == 1
+        b = ev.evaluate(program, passes=("xla_cpu_enable_fast_math=true",))
+        assert b.numerics == Numerics.APPROX
+
+
+def test_exported_callable_compiles_with_the_chosen_options(program):
+    good = exported_callable(layer, ARGS, program, ("xla_cpu_prefer_vector_width=128",))
+    for got, want in zip(good(*ARGS), jax.jit(layer)(*ARGS)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # The options reach XLA's compile: a value XLA rejects fails the callable's compile.
+    bad = exported_callable(layer, ARGS, program, ("xla_cpu_experimental_xnn_graph_fusion_mode=NO_SUCH_MODE",))
+    with pytest.raises(Exception):
+        bad(*ARGS)
