@@ -89,6 +89,13 @@ class Program:
         self.module.operation.write_bytecode(buf)
         return buf.getvalue()
 
+    def portable(self) -> bytes:
+        """The StableHLO portable artifact (versioned VHLO bytecode) that `jax.export` stores.
+
+        jax emits `chlo` ops (`jnp.square`, `erfc`, ...) that have no VHLO form, so a copy is
+        legalized to plain StableHLO first; the program itself keeps its ops."""
+        return _jax_compat.serialize_portable(legalize_chlo(self.clone().module).operation.get_asm())
+
     def with_module(self, module: ir.Module) -> "Program":
         return dataclasses.replace(self, module=module)
 
@@ -140,6 +147,18 @@ def program_from_state(state: dict) -> Program:
     return Program(module, specs(state["in_specs"]), specs(state["out_specs"]), state["in_tree"],
                    state["out_tree"], state["example_args"], state["name"], state["source"],
                    tuple(state["applied"]), int(state["numerics"]))
+
+
+def legalize_chlo(module: ir.Module) -> ir.Module:
+    """Rewrite `chlo` ops into StableHLO in place (what XLA does when it compiles them)."""
+    _jax_compat.register_stablehlo_passes()
+    try:
+        with ir_scope():
+            passmanager.PassManager.parse("builtin.module(func.func(chlo-legalize-to-stablehlo))").run(
+                module.operation)
+    except Exception as e:  # noqa: BLE001 - MLIRError carries the diagnostics
+        raise ProgramError(f"could not legalize chlo ops to StableHLO: {e}") from e
+    return module
 
 
 def find_main(module: ir.Module) -> ir.Operation:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 import jax
 import numpy as np
 
-from shlo_env import _jax_compat, runtime
+from shlo_env import runtime
 from shlo_env.import_ import Program, lower
 from shlo_env.numerics import Numerics, verify
 from shlo_env.search import passes as pass_actions
@@ -117,7 +117,7 @@ def exported_callable(fn: Callable, args: Sequence, program: Program,
 
     exp = export.export(jax.jit(fn))(*args)
     exp = dataclasses.replace(
-        exp, mlir_module_serialized=_jax_compat.serialize_portable(program.text()),
+        exp, mlir_module_serialized=program.portable(),
         module_kept_var_idx=tuple(range(len(program.in_specs))))
     if disabled_passes:
         return jax.jit(exp.call, compiler_options={"xla_disable_hlo_passes": ",".join(disabled_passes)})
