@@ -13,6 +13,7 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
+from shlo_env.ir import attribute_items, dense_literal, element_type_of, is_complex
 from shlo_env.tensor_types import dtype_of, element_type, shape_of, tensor_type
 
 
@@ -20,9 +21,7 @@ def _i64s(values) -> ir.Attribute:
     return ir.DenseI64ArrayAttr.get([int(v) for v in values])
 
 
-def elem_of(value_or_type) -> ir.Type:
-    t = value_or_type.type if isinstance(value_or_type, ir.Value) else value_or_type
-    return ir.RankedTensorType(t).element_type
+elem_of = element_type_of  # the element type of a value or tensor type
 
 
 def shape(value: ir.Value) -> tuple[int, ...]:
@@ -93,6 +92,10 @@ class Builder:
         """A constant of type `like`: a scalar is splatted, an array must match the shape."""
         t = ir.RankedTensorType(like)
         arr = np.asarray(value)
+        if is_complex(t):  # the bindings cannot build complex attributes: parse the op instead
+            op = ir.Operation.parse(f"%0 = stablehlo.constant {dense_literal(arr, t)}")
+            self.ip.insert(op)
+            return op.result
         if arr.ndim == 0:
             elem = t.element_type
             if isinstance(elem, ir.IntegerType):
@@ -237,7 +240,7 @@ class Builder:
         op = op.operation if hasattr(op, "operation") else op
         res = op.results[0]
         t = tensor_type(shape(res) if result_shape is None else result_shape, result_elem or elem_of(res))
-        attrs = {a.name: a.attr for a in (op.attributes[i] for i in range(len(op.attributes)))}
+        attrs = {name: op.attributes[name] for name, _ in attribute_items(op)}
         return self.op(op.name, list(operands), [t], attrs).result
 
     def inline(self, block: ir.Block, args: Sequence[ir.Value], mapping: dict | None = None,

@@ -29,6 +29,7 @@ import xxhash
 from jaxlib.mlir import ir
 
 from shlo_env.import_ import Program, find_main
+from shlo_env.ir import attribute_items
 
 # Inherent attributes whose default value the printer elides (ODS DefaultValuedOptionalAttr):
 # spelled out with that value, they mean the same as left out. {op: {attribute: default text}}.
@@ -75,9 +76,7 @@ def _int(x: int) -> bytes:
 def _attributes(op: ir.Operation) -> list[bytes]:
     defaults = _DEFAULTS.get(op.name, {})
     out = []
-    attributes = op.attributes
-    for name in attributes:
-        value = str(attributes[name])
+    for name, value in attribute_items(op):
         if value in defaults.get(name, ()):
             continue
         out.append(f"{name}={value}".encode())

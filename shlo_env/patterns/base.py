@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 from jaxlib.mlir import ir
 
+from shlo_env.ir import complex_constant, element_type_of, is_complex
 from shlo_env.numerics import Numerics
 from shlo_env.tensor_types import UnsupportedType, dtype_of, is_float, is_integer, shape_of
 
@@ -187,6 +188,8 @@ def constant_value(value: ir.Value) -> np.ndarray | None:
     op = producer(value, "stablehlo.constant")
     if op is None:
         return None
+    if is_complex(value):
+        return complex_constant(op)
     attr = op.operation.attributes["value"]
     try:
         dtype = dtype_of(value.type)
@@ -216,6 +219,9 @@ def splat_value(value: ir.Value) -> float | int | None:
             return None
         name = op.operation.name
         if name == "stablehlo.constant":
+            if is_complex(value):
+                arr = complex_constant(op)
+                return arr.flat[0].item() if arr is not None and arr.size and np.all(arr == arr.flat[0]) else None
             attr = op.operation.attributes["value"]
             if not isinstance(attr, ir.DenseElementsAttr):
                 return None
@@ -310,8 +316,7 @@ def same_type(*values: ir.Value) -> bool:
     return all(v.type == values[0].type for v in values[1:])
 
 
-def result_elem(value: ir.Value) -> ir.Type:
-    return ir.RankedTensorType(value.type).element_type
+result_elem = element_type_of  # the element type of a value (older name)
 
 
 def positions(seq: Sequence[int]) -> dict[int, int]:
@@ -371,10 +376,6 @@ def comparison(op) -> str:
     from jaxlib.mlir.dialects import stablehlo
 
     return stablehlo.ComparisonDirectionAttr(op.operation.attributes["comparison_direction"]).value
-
-
-def element_type_of(value: ir.Value) -> ir.Type:
-    return ir.RankedTensorType(value.type).element_type
 
 
 def is_identity_perm(perm: Sequence[int]) -> bool:

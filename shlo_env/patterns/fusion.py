@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
+from shlo_env.ir import attribute_items
 from shlo_env.patterns.base import (
     ELEMENTWISE, Match, Pattern, captured_values, depends_on, is_elementwise, is_pure, register,
     scalar_operand, shape_of, static_shape,
@@ -104,8 +105,7 @@ class DuplicateProducer(Pattern):
 
 
 def _attr_strings(op: ir.Operation) -> dict[str, str]:
-    attrs = op.attributes
-    return {attrs[i].name: str(attrs[i].attr) for i in range(len(attrs))}
+    return dict(attribute_items(op))
 
 
 def _related_ops(op, up: int = 2, down: int = 3, budget: int = 64):
