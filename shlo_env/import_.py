@@ -211,10 +211,9 @@ def _inline_calls(module: ir.Module) -> None:
     MLIR's `inline` pass does not inline StableHLO bodies in jax's context, so this is done
     by hand: clone the callee, splice its body in place of the call, repeat until no call is left.
     """
-    funcs = {ir.StringAttr(f.attributes["sym_name"]).value: f.operation
-             for f in module.body.operations if f.operation.name == "func.func"}
+    funcs = _functions(module)
     with context(), ir.Location.unknown(context()):
-        for _ in range(10_000):
+        while True:  # ends: the call graph has no cycle
             call = _first_call(find_main(module))
             if call is None:
                 break
@@ -231,6 +230,47 @@ def _inline_calls(module: ir.Module) -> None:
             call.erase()
             clone.erase()
         passmanager.PassManager.parse("builtin.module(symbol-dce)").run(module.operation)
+
+
+def _calls(func: ir.Operation) -> list[str]:
+    """Names of the functions `func` calls, in order."""
+    names: list[str] = []
+
+    def visit(op):
+        if op.name == "func.call":
+            names.append(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    return names
+
+
+def _functions(module: ir.Module) -> dict[str, ir.Operation]:
+    return {ir.StringAttr(f.attributes["sym_name"]).value: f.operation
+            for f in module.body.operations if f.operation.name == "func.func"}
+
+
+def _check_call_graph(module: ir.Module) -> None:
+    """Every call must reach a defined function, and no function may reach itself: inlining a
+    recursive call never ends, and XLA crashes on recursion."""
+    funcs = _functions(module)
+    state: dict[str, str] = {}  # name -> "open" while its callees are explored, then "done"
+
+    def visit(name: str, path: list[str]) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "open":
+            cycle = path[path.index(name):] + [name]
+            raise ProgramError("recursive call: " + " -> ".join(f"@{n}" for n in cycle)
+                               + " (recursion cannot be inlined and XLA does not support it)")
+        if name not in funcs or not funcs[name].regions[0].blocks:
+            raise ProgramError(f"call to @{name}, which the module does not define")
+        state[name] = "open"
+        for callee in _calls(funcs[name]):
+            visit(callee, path + [name])
+        state[name] = "done"
+
+    visit(ir.StringAttr(find_main(module).attributes["sym_name"]).value, [])
 
 
 def _first_call(main: ir.Operation) -> ir.Operation | None:
@@ -272,7 +312,7 @@ def _has_func(module: ir.Module) -> bool:
 def program_from_module(module: ir.Module, *, name: str = "main", source: str = "",
                         in_tree=None, out_tree=None, example_args=None, inline: bool = True) -> Program:
     """Wrap a parsed module as a Program after checking it is something we can run."""
-    find_main(module)
+    _check_call_graph(module)
     if inline:
         _inline_calls(module)
     _check_static(module)
@@ -315,6 +355,8 @@ def load(source: str | bytes | os.PathLike, *, name: str | None = None) -> Progr
     """Load a StableHLO module from a `.mlir` (text) or `.mlirbc` (bytecode) file, or from text/bytes."""
     data: str | bytes
     origin = "<memory>"
+    if isinstance(source, (str, bytes)) and not source.strip():
+        raise ProgramError("load() got an empty string: pass a file path or the module's text/bytecode")
     if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source
                                            and not source.lstrip().startswith(("module", "func"))):
         path = Path(source)

@@ -140,3 +140,34 @@ def test_chlo_programs_save_and_load(tmp_path, suffix, chlo_program):
     q = se.load(se.save(p, tmp_path / f"c{suffix}"))
     assert se.dag_hash(q) == se.dag_hash(p)
     q.portable()
+
+
+@pytest.mark.parametrize("source", ["", "   ", b""])
+def test_empty_source_is_a_clear_error(source):
+    with pytest.raises(ProgramError, match="empty"):
+        se.load(source)
+
+
+RECURSIVE = """
+func.func @main(%x: tensor<f32>) -> tensor<f32> {
+  %0 = call @f(%x) : (tensor<f32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+func.func private @f(%x: tensor<f32>) -> tensor<f32> {
+  %0 = call @g(%x) : (tensor<f32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+func.func private @g(%x: tensor<f32>) -> tensor<f32> {
+  %0 = call @%s(%x) : (tensor<f32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["g", "f"])
+def test_recursive_calls_are_a_clear_error(target):
+    with pytest.raises(ProgramError, match="recursive call: .*@" + target):
+        se.load(RECURSIVE.replace("@%s", "@" + target))
+    module = se.import_.parse_module(RECURSIVE.replace("@%s", "@" + target))
+    with pytest.raises(ProgramError, match="recursive"):  # also when not inlining
+        se.import_.program_from_module(module, inline=False)
