@@ -28,6 +28,18 @@ def shape(value: ir.Value) -> tuple[int, ...]:
     return shape_of(value.type)
 
 
+# Discardable attributes (`dialect.name`) that mean the same on an op of another shape. Others
+# (`mhlo.sharding` and `sdy.sharding` tile each dimension, layouts name dimensions) describe the
+# original shape, and XLA rejects them on an op of another rank, so `like` drops them then.
+# Inherent attributes (no dialect prefix: comparison_direction, result_accuracy, ...) are the
+# op's own semantics and are always kept.
+_SHAPE_INDEPENDENT = frozenset({"mhlo.frontend_attributes"})
+
+
+def _shape_independent(name: str) -> bool:
+    return "." not in name or name in _SHAPE_INDEPENDENT
+
+
 class Builder:
     """Creates ops before `ip`'s position. Use `Builder.at(block)` or `Builder.before(op)`."""
 
@@ -236,11 +248,14 @@ class Builder:
     def like(self, op, operands: Sequence[ir.Value], result_shape: Sequence[int] | None = None,
              result_elem: ir.Type | None = None) -> ir.Value:
         """A copy of single-result, region-free `op` (name and attributes) on new operands,
-        with result shape `result_shape` and element type `result_elem` (default: op's own)."""
+        with result shape `result_shape` and element type `result_elem` (default: op's own).
+        When the shape changes, attributes that describe the old shape (shardings) are dropped."""
         op = op.operation if hasattr(op, "operation") else op
         res = op.results[0]
-        t = tensor_type(shape(res) if result_shape is None else result_shape, result_elem or elem_of(res))
-        attrs = {name: op.attributes[name] for name, _ in attribute_items(op)}
+        new_shape = shape(res) if result_shape is None else tuple(result_shape)
+        t = tensor_type(new_shape, result_elem or elem_of(res))
+        attrs = {name: op.attributes[name] for name, _ in attribute_items(op)
+                 if new_shape == shape(res) or _shape_independent(name)}
         return self.op(op.name, list(operands), [t], attrs).result
 
     def inline(self, block: ir.Block, args: Sequence[ir.Value], mapping: dict | None = None,
