@@ -1,19 +1,83 @@
 """Facts about MLIR ops and values that every other module reads the same way.
 
-The bottom layer of the package: element types and attribute values of any element type.
-jaxlib's Python bindings cannot hand out a dense attribute of complex numbers as an object (reading one raises, and `NamedAttribute.attr`
-aborts the process), so attributes are read here as text and complex constants parsed from it.
+The bottom layer of the package: which ops have side effects (`is_pure`, the one definition
+every module uses), element types, and attribute values of any element type. jaxlib's Python
+bindings cannot hand out a dense attribute of complex numbers as an object (reading one raises,
+and `NamedAttribute.attr` aborts the process), so attributes are read here as text and complex
+constants parsed from it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from jaxlib.mlir import ir
 
 from shlo_env.tensor_types import dtype_of, shape_of
+
+# --- side effects ------------------------------------------------------------------------------
+
+# Ops that do more than compute their results: they talk to other devices or the host, draw
+# from hidden random state, order other effects, or run code we cannot see. They must stay even
+# when their results are unused, and must not be moved, duplicated or merged.
+# `stablehlo.rng_bit_generator` is not here: its state is an operand and the new state a result,
+# so it is a deterministic function of its operands (XLA treats it so too).
+EFFECTFUL_OPS = frozenset({
+    "stablehlo.custom_call",  # opaque: may write memory, call the host, ...
+    "stablehlo.rng",  # draws from the backend's hidden generator state
+    "stablehlo.send", "stablehlo.recv", "stablehlo.infeed", "stablehlo.outfeed",
+    "stablehlo.after_all", "stablehlo.create_token",
+    "stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.all_to_all", "stablehlo.reduce_scatter",
+    "stablehlo.collective_permute", "stablehlo.collective_broadcast",
+    "func.call",  # unknown body unless the caller resolves the callee (see is_pure)
+})
+
+# Block terminators: control flow, never moved or dropped on their own.
+TERMINATORS = frozenset({"func.return", "stablehlo.return", "shlo_env.yield"})
+
+# The alternatives op is a choice between computations: as pure as its regions (region 0 is the
+# original), like any op with regions.
+
+
+def is_effectful_op(op: ir.Operation) -> bool:
+    """Does `op` itself (not counting nested regions) have side effects or control flow?"""
+    return op.name in EFFECTFUL_OPS or op.name in TERMINATORS
+
+
+def is_pure(op, callee: Callable[[ir.Operation], ir.Operation | None] | None = None) -> bool:
+    """No side effects anywhere in `op` or its regions: it may be moved, duplicated or dropped.
+
+    `callee(call_op)` may resolve a `func.call` to its function; a call is then as pure as the
+    callee's body (recursion counts as impure). Without it, every call is assumed impure.
+    """
+    return _pure(op.operation if hasattr(op, "operation") else op, callee, set())
+
+
+def _pure(op: ir.Operation, callee, calling: set) -> bool:
+    if op.name == "func.call" and callee is not None:
+        fn = callee(op)
+        if fn is None or fn in calling or not fn.regions[0].blocks:
+            return False
+        calling.add(fn)
+        try:
+            body = [o.operation for o in fn.regions[0].blocks[0].operations][:-1]  # not its return
+            return all(_pure(o, callee, calling) for o in body)
+        finally:
+            calling.discard(fn)
+    if is_effectful_op(op):
+        return False
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                inner = inner.operation
+                if inner.name in TERMINATORS:
+                    continue  # a nested region's own terminator is part of its op
+                if not _pure(inner, callee, calling):
+                    return False
+    return True
+
 
 # --- element types ----------------------------------------------------------------------------
 

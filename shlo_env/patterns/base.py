@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 from jaxlib.mlir import ir
 
-from shlo_env.ir import complex_constant, element_type_of, is_complex
+from shlo_env.ir import complex_constant, element_type_of, is_complex, is_pure
 from shlo_env.numerics import Numerics
 from shlo_env.tensor_types import UnsupportedType, dtype_of, is_float, is_integer, shape_of
 
@@ -676,18 +676,3 @@ class FlatBody:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-_EFFECTFUL_PREFIXES = ("stablehlo.custom_call", "stablehlo.send", "stablehlo.recv", "stablehlo.infeed",
-                       "stablehlo.outfeed", "stablehlo.rng", "stablehlo.all_", "stablehlo.collective",
-                       "stablehlo.reduce_scatter", "stablehlo.after_all", "stablehlo.create_token",
-                       "func.call", "shlo_env.")
-
-
-def is_pure(op) -> bool:
-    """No side effects anywhere inside `op` (so it may be moved, duplicated or dropped)."""
-    op = op.operation if hasattr(op, "operation") else op
-    for o in [op, *_walk(op)]:
-        if o.name.startswith(_EFFECTFUL_PREFIXES):
-            return False
-    return True
