@@ -129,7 +129,11 @@ def _related_ops(op, up: int = 2, down: int = 3, budget: int = 64):
                 if owner.block == block:
                     nxt.extend(owner.operands)
             elif isinstance(v, ir.BlockArgument) and v.owner == block and hop == 0:
-                nxt.extend(a for a in block.arguments if a not in seen_vals)  # f(arg0), f(arg1)
+                # f(arg0), f(arg1): the arguments next to v (within `budget` positions; a model
+                # with thousands of parameters must not make each match scan them all)
+                args = block.arguments
+                lo, hi = max(0, v.arg_number - budget // 2), min(len(args), v.arg_number + budget // 2 + 1)
+                nxt.extend(a for a in (args[i] for i in range(lo, hi)) if a not in seen_vals)
         frontier = nxt
     ancestors.extend(v for v in frontier if v not in seen_vals)
     found, visited = [], {op.operation}
