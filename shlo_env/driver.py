@@ -158,7 +158,7 @@ def _record(roots: list[ir.Value], members, redirect: dict, stats: AugmentStats)
             continue
         blocks.append(block)
         labels.append(p.name)
-        tiers.append(int(p.numerics))
+        tiers.append(int(max(p.numerics, m.get("numerics", p.numerics))))  # a match may only loosen it
     if blocks:
         op = _place(roots, inputs, blocks, labels, tiers)
         if op is None:

@@ -50,7 +50,9 @@ __all__ = [
 
 
 class Match(dict):
-    """Captures of a match; `m.x` reads `m["x"]`. `roots` (optional) lists the replaced values."""
+    """Captures of a match; `m.x` reads `m["x"]`. `roots` (optional) lists the replaced values.
+    `numerics` (optional) loosens the pattern's tier for this match only (e.g. a merge that is
+    exact unless XLA could contract a multiply into the add it separates)."""
 
     def __getattr__(self, name: str) -> Any:
         try:
