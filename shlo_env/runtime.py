@@ -123,6 +123,17 @@ def typical(samples: Sequence[float]) -> float:
     return float(np.percentile(samples, TIMING_PERCENTILE))
 
 
+def median_ratio(base: Sequence[float], cand: Sequence[float]) -> float:
+    """Median of the per-call ratios cand[i] / base[i] of interleaved runs (A, B, A, B, ...).
+
+    The 10th-percentile ratio compares each program's luckiest runs; this one compares calls
+    made at the same moment, so a decision that holds up must clear a threshold on both."""
+    n = min(len(base), len(cand))
+    if not n:
+        return float("nan")
+    return float(np.median(np.asarray(cand[:n]) / np.asarray(base[:n])))
+
+
 def interleave(runs_once: Sequence, runs: int = 10, warmup: int = 3, min_seconds: float = 0.0,
                max_rounds: int | None = None) -> list[list[tuple[float, float]]]:
     """Call each of `runs_once` in turn (A, B, A, B, ...): `warmup` rounds, then at least
