@@ -186,8 +186,10 @@ def _contractible(op) -> bool:
     op = op.operation if hasattr(op, "operation") else op
     if is_integer(op.results[0].type):
         return False
-    if op.name in _ADDS:
-        return any(producer(v, "stablehlo.multiply") is not None for v in op.operands)
+    if op.name in _ADDS:  # chlo ops (square, erf, lgamma, ...) expand into multiplies and adds
+        return any(isinstance(v, ir.OpResult) and (v.owner.name == "stablehlo.multiply"
+                                                   or v.owner.name.startswith("chlo."))
+                   for v in op.operands)
     if op.name == "stablehlo.multiply":
         return any(u.name in _ADDS for u in _distinct_users(op.results[0]))
     return False
