@@ -1,8 +1,9 @@
 """How fast the IR machinery is on a large module: augment, apply + prune, print, parse.
 
-    python benchmarks/ir_scale.py [--layers 110]
+    python benchmarks/ir_scale.py [--shape transformer|shared] [--layers N]
 
-Lowers a stack of transformer blocks (unrolled; 110 layers = 10,561 ops) and times each step.
+Lowers a stack of transformer blocks (unrolled; 110 layers = 10,561 ops), or a stack where one
+value feeds two dots so multi-root matches fire (`--shape shared`, 200 layers), and times each step.
 Targets for a 10,000-op module on a 2-core CPU machine: augment <= 2 s, apply + prune <= 1 s.
 Every step is linear in the op count (measured: 200 layers, 19,201 ops, augment 2.2 s).
 """
@@ -26,10 +27,29 @@ def block(x, p):
     return x + jax.nn.gelu(x @ p["w1"]) @ p["w2"]
 
 
+def shared_block(x, p):
+    """A transformer block where one value feeds two dots (`q @ q.T` and `softmax(...) @ q`),
+    so multi-root matches (merging dots that share an operand) fire in every layer."""
+    h = (x - x.mean(-1, keepdims=True)) * jax.lax.rsqrt(x.var(-1, keepdims=True) + 1e-5) * p["g"]
+    q = h @ p["wq"]
+    att = jax.nn.softmax(q @ q.T / np.float32(np.sqrt(q.shape[-1])), axis=-1)
+    x = x + (att @ q) @ p["wo"]
+    return x + jax.nn.gelu(x @ p["w1"]) @ p["w2"]
+
+
 def stack(x, params):
     for p in params:
         x = block(x, p)
     return x
+
+
+def shared_stack(x, params):
+    for p in params:
+        x = shared_block(x, p)
+    return x
+
+
+SHAPES = {"transformer": (stack, 110), "shared": (shared_stack, 200)}
 
 
 def make(layers: int, seq: int = 8, dim: int = 16):
@@ -52,11 +72,15 @@ def timed(label, fn, repeats=3):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--layers", type=int, default=110)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="transformer",
+                    help="transformer blocks, or a stack where one value feeds two dots")
+    ap.add_argument("--layers", type=int, default=None, help="default: 110 (transformer), 200 (shared)")
     args = ap.parse_args()
-    x, params = make(args.layers)
+    fn, layers = SHAPES[args.shape]
+    layers = args.layers or layers
+    x, params = make(layers)
     t = time.perf_counter()
-    program = se.lower(stack, x, params, name=f"transformer_{args.layers}")
+    program = se.lower(fn, x, params, name=f"{args.shape}_{layers}")
     print(f"{program!r}: lowered in {time.perf_counter() - t:.1f} s")
     patterns = se.patterns.all_patterns()
     print(f"{len(patterns)} patterns")

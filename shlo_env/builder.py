@@ -13,6 +13,7 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
+from shlo_env.ir import attribute_items, dense_literal, element_type_of, is_complex
 from shlo_env.tensor_types import dtype_of, element_type, shape_of, tensor_type
 
 
@@ -20,13 +21,23 @@ def _i64s(values) -> ir.Attribute:
     return ir.DenseI64ArrayAttr.get([int(v) for v in values])
 
 
-def elem_of(value_or_type) -> ir.Type:
-    t = value_or_type.type if isinstance(value_or_type, ir.Value) else value_or_type
-    return ir.RankedTensorType(t).element_type
+elem_of = element_type_of  # the element type of a value or tensor type
 
 
 def shape(value: ir.Value) -> tuple[int, ...]:
     return shape_of(value.type)
+
+
+# Discardable attributes (`dialect.name`) that mean the same on an op of another shape. Others
+# (`mhlo.sharding` and `sdy.sharding` tile each dimension, layouts name dimensions) describe the
+# original shape, and XLA rejects them on an op of another rank, so `like` drops them then.
+# Inherent attributes (no dialect prefix: comparison_direction, result_accuracy, ...) are the
+# op's own semantics and are always kept.
+_SHAPE_INDEPENDENT = frozenset({"mhlo.frontend_attributes"})
+
+
+def _shape_independent(name: str) -> bool:
+    return "." not in name or name in _SHAPE_INDEPENDENT
 
 
 class Builder:
@@ -93,6 +104,10 @@ class Builder:
         """A constant of type `like`: a scalar is splatted, an array must match the shape."""
         t = ir.RankedTensorType(like)
         arr = np.asarray(value)
+        if is_complex(t):  # the bindings cannot build complex attributes: parse the op instead
+            op = ir.Operation.parse(f"%0 = stablehlo.constant {dense_literal(arr, t)}")
+            self.ip.insert(op)
+            return op.result
         if arr.ndim == 0:
             elem = t.element_type
             if isinstance(elem, ir.IntegerType):
@@ -233,11 +248,14 @@ class Builder:
     def like(self, op, operands: Sequence[ir.Value], result_shape: Sequence[int] | None = None,
              result_elem: ir.Type | None = None) -> ir.Value:
         """A copy of single-result, region-free `op` (name and attributes) on new operands,
-        with result shape `result_shape` and element type `result_elem` (default: op's own)."""
+        with result shape `result_shape` and element type `result_elem` (default: op's own).
+        When the shape changes, attributes that describe the old shape (shardings) are dropped."""
         op = op.operation if hasattr(op, "operation") else op
         res = op.results[0]
-        t = tensor_type(shape(res) if result_shape is None else result_shape, result_elem or elem_of(res))
-        attrs = {a.name: a.attr for a in (op.attributes[i] for i in range(len(op.attributes)))}
+        new_shape = shape(res) if result_shape is None else tuple(result_shape)
+        t = tensor_type(new_shape, result_elem or elem_of(res))
+        attrs = {name: op.attributes[name] for name, _ in attribute_items(op)
+                 if new_shape == shape(res) or _shape_independent(name)}
         return self.op(op.name, list(operands), [t], attrs).result
 
     def inline(self, block: ir.Block, args: Sequence[ir.Value], mapping: dict | None = None,

@@ -19,6 +19,7 @@ from jaxlib.mlir import ir
 from shlo_env import alternatives_dialect as alt_dialect
 from shlo_env.builder import Builder
 from shlo_env.import_ import Program, ir_scope
+from shlo_env.ir import is_pure
 from shlo_env.numerics import Numerics
 from shlo_env.patterns.base import Match, Pattern, resolve
 
@@ -38,15 +39,6 @@ class AugmentStats:
     dropped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     cycles: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     errors: dict[str, str] = dataclasses.field(default_factory=dict)
-
-
-# Ops that must stay even when their results are unused.
-_EFFECTFUL = frozenset({
-    "stablehlo.custom_call", "stablehlo.send", "stablehlo.recv", "stablehlo.infeed",
-    "stablehlo.outfeed", "stablehlo.after_all", "stablehlo.create_token", "stablehlo.rng",
-    "stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.all_to_all", "stablehlo.reduce_scatter",
-    "stablehlo.collective_permute", "stablehlo.collective_broadcast", "func.call",
-})
 
 
 # --- walking ----------------------------------------------------------------------------------
@@ -166,7 +158,7 @@ def _record(roots: list[ir.Value], members, redirect: dict, stats: AugmentStats)
             continue
         blocks.append(block)
         labels.append(p.name)
-        tiers.append(int(p.numerics))
+        tiers.append(int(max(p.numerics, m.get("numerics", p.numerics))))  # a match may only loosen it
     if blocks:
         op = _place(roots, inputs, blocks, labels, tiers)
         if op is None:
@@ -348,19 +340,6 @@ def apply(program: Program, decisions, *, inplace: bool = False) -> Program:
 def strip(program: Program, *, inplace: bool = False) -> Program:
     """Remove every alternatives op, keeping the originals (all decisions 0)."""
     return apply(program, [0] * len(list_alternatives(program)), inplace=inplace)
-
-
-def is_pure(op: ir.Operation) -> bool:
-    if op.name in _EFFECTFUL or op.name.startswith("shlo_env.") or op.name.endswith("return"):
-        return False
-    if op.name == "stablehlo.custom_call":
-        return False
-    for region in op.regions:
-        for b in region.blocks:
-            for inner in walk_ops(b):
-                if inner.name in _EFFECTFUL:
-                    return False
-    return True
 
 
 def prune(program: Program) -> int:

@@ -170,6 +170,7 @@ class Equivalence:
     bound: float = 0.0
     detail: str = ""
     input_sets: int = 0
+    error: str = ""  # what max_error is relative to (numerics.Comparison.describe)
 
     def __bool__(self) -> bool:
         return self.ok
@@ -177,8 +178,8 @@ class Equivalence:
     def __str__(self) -> str:
         verdict = "equivalent" if self.ok else "NOT equivalent"
         s = f"{verdict} ({self.tier.name.lower()} tier, {self.input_sets} input sets"
-        if self.tier != Numerics.EXACT:
-            s += f", max error {self.max_error:.3g} <= bound {self.bound:.3g}" if self.ok else ""
+        if self.tier != Numerics.EXACT and self.ok and self.error:
+            s += f"; {self.error}"
         s += ")"
         return s + (f": {self.detail}" if self.detail else "")
 
@@ -418,7 +419,7 @@ class Env:
         established = ev.verified if ev.ok else Numerics(candidate.numerics)
         if ev.ok and (tier is None or established <= Numerics.parse(tier)):
             return Equivalence(True, established, cmp.max_error if cmp else 0.0, cmp.bound if cmp else 0.0,
-                               "", n)
+                               "", n, cmp.describe() if cmp else "")
         detail = ev.error or (cmp.detail if cmp else "")
         if ev.ok:
             detail = f"equal only within {established.name}, not {Numerics.parse(tier).name}"

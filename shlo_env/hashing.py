@@ -29,6 +29,7 @@ import xxhash
 from jaxlib.mlir import ir
 
 from shlo_env.import_ import Program, find_main
+from shlo_env.ir import attribute_items, is_pure
 
 # Inherent attributes whose default value the printer elides (ODS DefaultValuedOptionalAttr):
 # spelled out with that value, they mean the same as left out. {op: {attribute: default text}}.
@@ -54,15 +55,6 @@ _DEFAULTS: dict[str, dict[str, frozenset[str]]] = {
 # Function argument/result attributes that only name things for humans.
 _DEBUG_ARG_ATTRS = ("jax.result_info", "jax.arg_info")
 
-_EFFECTFUL = frozenset({
-    "stablehlo.custom_call", "stablehlo.send", "stablehlo.recv", "stablehlo.infeed",
-    "stablehlo.outfeed", "stablehlo.after_all", "stablehlo.create_token", "stablehlo.rng",
-    "stablehlo.rng_bit_generator", "stablehlo.all_reduce", "stablehlo.all_gather",
-    "stablehlo.all_to_all", "stablehlo.reduce_scatter", "stablehlo.collective_permute",
-    "stablehlo.collective_broadcast",
-})
-
-
 def _h(*parts: bytes) -> int:
     """xxh3 of the parts, each length-prefixed (so no two part lists share an encoding)."""
     return xxhash.xxh3_64_intdigest(b"".join(len(p).to_bytes(4, "little") + p for p in parts))
@@ -75,9 +67,7 @@ def _int(x: int) -> bytes:
 def _attributes(op: ir.Operation) -> list[bytes]:
     defaults = _DEFAULTS.get(op.name, {})
     out = []
-    attributes = op.attributes
-    for name in attributes:
-        value = str(attributes[name])
+    for name, value in attribute_items(op):
         if value in defaults.get(name, ()):
             continue
         out.append(f"{name}={value}".encode())
@@ -145,24 +135,15 @@ class _Hasher:
         return all(self._unread_result(r) for r in op.results)
 
     def _impure(self, op: ir.Operation) -> bool:
-        """Does running `op` do more than compute its results (so it counts even when dead)?"""
-        if op.name in _EFFECTFUL or op.name.startswith("shlo_env."):
-            return True
-        if op.name == "func.call":
-            callee = self._callee(op)
-            if callee is None:
-                return True  # unknown body: assume the worst
-            self._calling.append(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
-            try:
-                return any(self._impure(o.operation) for o in callee.regions[0].blocks[0].operations)
-            finally:
-                self._calling.pop()
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    if self._impure(inner.operation):
-                        return True
-        return False
+        """Does running `op` do more than compute its results (so it counts even when dead)?
+        A call is as impure as its callee's body (recursive or external: impure)."""
+        return not is_pure(op, callee=self._function)
+
+    def _function(self, call: ir.Operation) -> ir.Operation | None:
+        if "callee" not in call.attributes:
+            return None
+        self._callee(call)  # fills self._funcs
+        return (self._funcs or {}).get(ir.FlatSymbolRefAttr(call.attributes["callee"]).value)
 
     # --- blocks and ops -----------------------------------------------------------------------
 

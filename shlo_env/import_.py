@@ -89,6 +89,13 @@ class Program:
         self.module.operation.write_bytecode(buf)
         return buf.getvalue()
 
+    def portable(self) -> bytes:
+        """The StableHLO portable artifact (versioned VHLO bytecode) that `jax.export` stores.
+
+        jax emits `chlo` ops (`jnp.square`, `erfc`, ...) that have no VHLO form, so a copy is
+        legalized to plain StableHLO first; the program itself keeps its ops."""
+        return _jax_compat.serialize_portable(legalize_chlo(self.clone().module).operation.get_asm())
+
     def with_module(self, module: ir.Module) -> "Program":
         return dataclasses.replace(self, module=module)
 
@@ -142,6 +149,18 @@ def program_from_state(state: dict) -> Program:
                    tuple(state["applied"]), int(state["numerics"]))
 
 
+def legalize_chlo(module: ir.Module) -> ir.Module:
+    """Rewrite `chlo` ops into StableHLO in place (what XLA does when it compiles them)."""
+    _jax_compat.register_stablehlo_passes()
+    try:
+        with ir_scope():
+            passmanager.PassManager.parse("builtin.module(func.func(chlo-legalize-to-stablehlo))").run(
+                module.operation)
+    except Exception as e:  # noqa: BLE001 - MLIRError carries the diagnostics
+        raise ProgramError(f"could not legalize chlo ops to StableHLO: {e}") from e
+    return module
+
+
 def find_main(module: ir.Module) -> ir.Operation:
     """The entry function: `@main`, else the only public function."""
     funcs = [op for op in module.body.operations if op.operation.name == "func.func"]
@@ -192,10 +211,9 @@ def _inline_calls(module: ir.Module) -> None:
     MLIR's `inline` pass does not inline StableHLO bodies in jax's context, so this is done
     by hand: clone the callee, splice its body in place of the call, repeat until no call is left.
     """
-    funcs = {ir.StringAttr(f.attributes["sym_name"]).value: f.operation
-             for f in module.body.operations if f.operation.name == "func.func"}
+    funcs = _functions(module)
     with context(), ir.Location.unknown(context()):
-        for _ in range(10_000):
+        while True:  # ends: the call graph has no cycle
             call = _first_call(find_main(module))
             if call is None:
                 break
@@ -212,6 +230,47 @@ def _inline_calls(module: ir.Module) -> None:
             call.erase()
             clone.erase()
         passmanager.PassManager.parse("builtin.module(symbol-dce)").run(module.operation)
+
+
+def _calls(func: ir.Operation) -> list[str]:
+    """Names of the functions `func` calls, in order."""
+    names: list[str] = []
+
+    def visit(op):
+        if op.name == "func.call":
+            names.append(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+        return ir.WalkResult.ADVANCE
+
+    func.walk(visit)
+    return names
+
+
+def _functions(module: ir.Module) -> dict[str, ir.Operation]:
+    return {ir.StringAttr(f.attributes["sym_name"]).value: f.operation
+            for f in module.body.operations if f.operation.name == "func.func"}
+
+
+def _check_call_graph(module: ir.Module) -> None:
+    """Every call must reach a defined function, and no function may reach itself: inlining a
+    recursive call never ends, and XLA crashes on recursion."""
+    funcs = _functions(module)
+    state: dict[str, str] = {}  # name -> "open" while its callees are explored, then "done"
+
+    def visit(name: str, path: list[str]) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "open":
+            cycle = path[path.index(name):] + [name]
+            raise ProgramError("recursive call: " + " -> ".join(f"@{n}" for n in cycle)
+                               + " (recursion cannot be inlined and XLA does not support it)")
+        if name not in funcs or not funcs[name].regions[0].blocks:
+            raise ProgramError(f"call to @{name}, which the module does not define")
+        state[name] = "open"
+        for callee in _calls(funcs[name]):
+            visit(callee, path + [name])
+        state[name] = "done"
+
+    visit(ir.StringAttr(find_main(module).attributes["sym_name"]).value, [])
 
 
 def _first_call(main: ir.Operation) -> ir.Operation | None:
@@ -253,7 +312,7 @@ def _has_func(module: ir.Module) -> bool:
 def program_from_module(module: ir.Module, *, name: str = "main", source: str = "",
                         in_tree=None, out_tree=None, example_args=None, inline: bool = True) -> Program:
     """Wrap a parsed module as a Program after checking it is something we can run."""
-    find_main(module)
+    _check_call_graph(module)
     if inline:
         _inline_calls(module)
     _check_static(module)
@@ -296,6 +355,8 @@ def load(source: str | bytes | os.PathLike, *, name: str | None = None) -> Progr
     """Load a StableHLO module from a `.mlir` (text) or `.mlirbc` (bytecode) file, or from text/bytes."""
     data: str | bytes
     origin = "<memory>"
+    if isinstance(source, (str, bytes)) and not source.strip():
+        raise ProgramError("load() got an empty string: pass a file path or the module's text/bytecode")
     if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source
                                            and not source.lstrip().startswith(("module", "func"))):
         path = Path(source)

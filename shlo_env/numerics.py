@@ -46,9 +46,19 @@ class Numerics(enum.IntEnum):
 class Comparison:
     ok: bool
     tier: Numerics
-    max_error: float = 0.0
+    max_error: float = 0.0  # largest absolute difference, in the outputs' own units
     bound: float = 0.0
     detail: str = ""
+    against: str = ""  # what max_error is measured against: "float64 reference" or "original outputs"
+    scale: float = 0.0  # largest magnitude among the values compared against (max_error / scale: relative)
+
+    def describe(self) -> str:
+        """For messages: the max abs error, what it is measured against, its size relative to the
+        largest output, and the bound. Empty for bitwise results."""
+        if not self.against:
+            return ""
+        rel = f", {self.max_error / self.scale:.2g} of the largest output {self.scale:.3g}" if self.scale else ""
+        return f"max abs error {self.max_error:.3g} vs the {self.against}{rel}; bound {self.bound:.3g}"
 
     def __bool__(self) -> bool:
         return self.ok
@@ -114,7 +124,7 @@ def compare_one(candidate, original, tier: Numerics, reference=None, sensitivity
         scale = float(np.max(np.abs(o64[finite])))
         err = float(np.max(np.abs(c64[finite] - o64[finite])))
         bound = APPROX_RTOL * max(scale, 1.0)
-        return Comparison(err <= bound, tier, err, bound)
+        return Comparison(err <= bound, tier, err, bound, against="original outputs", scale=scale)
     if reference is not None:
         r = _as_f64(reference)
         ok_ref = finite & np.isfinite(r)
@@ -128,11 +138,12 @@ def compare_one(candidate, original, tier: Numerics, reference=None, sensitivity
             if ok_sens.any():
                 bound = max(bound, SENSITIVITY_FACTOR * float(np.max(np.abs(sens[ok_sens] - r[ok_sens]))))
         detail = "" if err_c <= bound else f"error {err_c:.3g} vs original's {err_o:.3g}"
-        return Comparison(err_c <= bound, tier, err_c, bound, detail)
+        return Comparison(err_c <= bound, tier, err_c, bound, detail, "float64 reference", scale)
     scale = float(np.max(np.abs(o64[finite])))
     err = float(np.max(np.abs(c64[finite] - o64[finite])))
     bound = NO_REFERENCE_ULPS * e * scale
-    return Comparison(err <= bound, tier, err, bound, "" if err <= bound else f"error {err:.3g} > {bound:.3g}")
+    return Comparison(err <= bound, tier, err, bound, "" if err <= bound else f"error {err:.3g} > {bound:.3g}",
+                      "original outputs", scale)
 
 
 def compare_outputs(candidate, original, tier, reference=None, sensitivity=None) -> Comparison:

@@ -71,13 +71,16 @@ import dataclasses
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 from hypothesis import strategies as st
 from jax import lax
 
 __all__ = [
-    "OP_TABLE", "OpKind", "Gen", "Var", "Step", "RandomFunction", "DEFAULT_DTYPES", "MAX_DIM",
+    "OP_TABLE", "OpKind", "CONFORMANCE_FAMILIES", "conformance_programs", "SHARDED_TEXT", "Gen", "Var", "Step", "RandomFunction", "DEFAULT_DTYPES", "MAX_DIM",
     "recipes", "jax_programs", "programs", "sample", "fire_rate",
 ]
 
@@ -907,3 +910,86 @@ def fire_rate(n: int = 200, patterns=None, **strategy_kwargs) -> tuple[float, Co
 
     measure()
     return (fired / total if total else 0.0), per_pattern
+
+
+# --- conformance families -----------------------------------------------------------------------
+# What third-party programs contain and the op table above does not draw: complex, f64,
+# bf16/f16, unsigned and i1 types, 0-sized tensors, while/cond with patterns inside and around
+# them, chlo ops, multiply-add chains (checked compiled by XLA, which contracts them into FMAs).
+# Each family is a function of a dtype; `conformance_programs()` lowers every (family, dtype)
+# pair on seeded inputs. Sharding attributes need hand-written text: see `SHARDED_TEXT`.
+
+def _madd_chain(x, y):
+    a = x * y + x
+    b = a * 2 + y
+    return jnp.concatenate([a * b + x, (b * x - a)[::-1]]), jnp.sum(a * y) * 1 + 0
+
+
+def _loop_and_cond(x, y):
+    def body(i, c):
+        return (c * 1 + y) * x - c
+    z = lax.fori_loop(0, 3, body, x * y + x)
+    w = lax.cond(jnp.sum(jnp.abs(z)) > 0, lambda v: v * y + x, lambda v: -(-v), z)
+    return w.reshape(w.shape[::-1]).T if w.ndim == 2 else w + 0, z
+
+
+def _shape_moves(x, y):
+    t = jnp.transpose(jnp.transpose(x))
+    return (jnp.broadcast_to(jnp.sum(x, axis=0), x.shape) + y).reshape(-1)[::2], jnp.concatenate([t, y])[: x.shape[0]]
+
+
+def _chlo_ops(x, y):  # float only: square, erf, erfc, lgamma, digamma, atan, sinh lower to chlo
+    return jnp.square(x) + jax.scipy.special.erf(y) * 1, jax.scipy.special.erfc(x) + jnp.sinh(y * 0.1) \
+        + jnp.arctan(x) + jax.lax.lgamma(jnp.abs(y) + 1) + jax.lax.digamma(jnp.abs(x) + 1)
+
+
+def _bool_ops(x, y):
+    p, q = x > 0, y > 0
+    return jnp.logical_and(p, q) | jnp.logical_not(jnp.logical_not(p)), jnp.where(p, x, x) * 1 + 0
+
+
+CONFORMANCE_FAMILIES: dict[str, tuple[Callable, tuple[str, ...]]] = {
+    "madd_chain": (_madd_chain, ("float32", "float64", "bfloat16", "float16", "complex64", "complex128")),
+    "loop_and_cond": (_loop_and_cond, ("float32", "float64", "complex64", "int32", "uint8", "uint32")),
+    "shape_moves": (_shape_moves, ("float32", "bfloat16", "complex64", "uint8", "int8")),
+    "chlo_ops": (_chlo_ops, ("float32", "float64", "float16")),
+    "bool_ops": (_bool_ops, ("float32", "int32")),
+}
+CONFORMANCE_SHAPES = ((4, 3), (0, 3))  # 0-sized tensors too
+
+
+def conformance_inputs(dtype, shape, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    import ml_dtypes  # noqa: F401  (bfloat16)
+
+    from shlo_env.runtime import random_inputs
+
+    spec = jax.ShapeDtypeStruct(shape, np.dtype(dtype))
+    return tuple(random_inputs([spec, spec], seed))
+
+
+def conformance_programs(seed: int = 0) -> list[tuple[str, Any]]:
+    """(id, Program) for every conformance family, dtype and shape, lowered with 64-bit types on."""
+    from shlo_env._jax_compat import enable_x64
+    from shlo_env.import_ import lower
+
+    out = []
+    with enable_x64():
+        for name, (fn, dtypes) in CONFORMANCE_FAMILIES.items():
+            for dtype in dtypes:
+                for shape in CONFORMANCE_SHAPES:
+                    pid = f"{name}-{dtype}-{'x'.join(map(str, shape))}"
+                    out.append((pid, lower(fn, *conformance_inputs(dtype, shape, seed), name=pid)))
+    return out
+
+
+SHARDED_TEXT = """
+func.func @main(%x: tensor<4xf32>, %c: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>) {
+  %b = stablehlo.broadcast_in_dim %x, dims = [0] : (tensor<4xf32>) -> tensor<4x8xf32>
+  %k = stablehlo.constant dense<1.0> : tensor<4x8xf32>
+  %m = stablehlo.multiply %b, %k {mhlo.sharding = "{devices=[1,2]<=[2]}"} : tensor<4x8xf32>
+  %y = stablehlo.add %m, %c {mhlo.sharding = "{devices=[1,2]<=[2]}", mhlo.frontend_attributes = {t = "a"}} : tensor<4x8xf32>
+  %e = stablehlo.exponential %x {mhlo.sharding = "{devices=[2]<=[2]}"} : tensor<4xf32>
+  %f = stablehlo.exponential %e {mhlo.sharding = "{devices=[2]<=[2]}"} : tensor<4xf32>
+  return %y, %f : tensor<4x8xf32>, tensor<4xf32>
+}
+"""

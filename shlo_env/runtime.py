@@ -125,6 +125,17 @@ def typical(samples: Sequence[float]) -> float:
     return float(np.percentile(samples, TIMING_PERCENTILE))
 
 
+def median_ratio(base: Sequence[float], cand: Sequence[float]) -> float:
+    """Median of the per-call ratios cand[i] / base[i] of interleaved runs (A, B, A, B, ...).
+
+    The 10th-percentile ratio compares each program's luckiest runs; this one compares calls
+    made at the same moment, so a decision that holds up must clear a threshold on both."""
+    n = min(len(base), len(cand))
+    if not n:
+        return float("nan")
+    return float(np.median(np.asarray(cand[:n]) / np.asarray(base[:n])))
+
+
 def interleave(runs_once: Sequence, runs: int = 10, warmup: int = 3, min_seconds: float = 0.0,
                max_rounds: int | None = None) -> list[list[tuple[float, float]]]:
     """Call each of `runs_once` in turn (A, B, A, B, ...): `warmup` rounds, then at least
@@ -271,11 +282,11 @@ def perturb_inputs(inputs: Sequence[np.ndarray], ulps: float, seed: int = 0) -> 
     out = []
     for x in inputs:
         x = np.asarray(x)
-        if _is_low_float(x) or x.dtype == np.float64:
+        if _is_low_float(x) or x.dtype in (np.float64, np.complex128):
             from shlo_env.numerics import eps
 
             sign = rng.choice([-1.0, 1.0], size=x.shape)
-            out.append(x.astype(np.float64) * (1.0 + ulps * eps(x.dtype) * sign))
+            out.append(_widen(x) * (1.0 + ulps * eps(x.dtype) * sign))
         else:
             out.append(x)
     return out
@@ -289,17 +300,30 @@ def reference_outputs(program: Program, inputs: Sequence[np.ndarray],
         exe = compile(promote_to_f64(program.text()))
     except CompileError:
         return None
-    wide = perturb_inputs(inputs, perturb_ulps) if perturb_ulps else \
-        [np.asarray(x, np.float64) if _is_low_float(x) else x for x in inputs]
+    wide = widen_inputs(inputs, perturb_ulps)
     try:
         return execute(exe, wide)
     except Exception:  # noqa: BLE001
         return None
 
 
+def widen_inputs(inputs: Sequence[np.ndarray], perturb_ulps: float = 0.0) -> list[np.ndarray]:
+    """Inputs for the `promote_to_f64` program: float and complex inputs widened to 64 bits
+    (and moved by `perturb_ulps` ulps when given)."""
+    if perturb_ulps:
+        return perturb_inputs(inputs, perturb_ulps)
+    return [_widen(x) if _is_low_float(x) else x for x in inputs]
+
+
 def _is_low_float(x) -> bool:
+    """A float or complex dtype that `promote_to_f64` widens (complex<f32> -> complex<f64>)."""
     d = np.asarray(x).dtype
-    return d in (np.float16, np.float32, np.dtype(ml_dtypes.bfloat16))
+    return d in (np.float16, np.float32, np.dtype(ml_dtypes.bfloat16), np.complex64)
+
+
+def _widen(x) -> np.ndarray:
+    x = np.asarray(x)
+    return x.astype(np.complex128 if np.iscomplexobj(x) else np.float64)
 
 
 def optimized_hlo(exe: Executable) -> str:

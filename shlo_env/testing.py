@@ -85,10 +85,8 @@ def reference(program: Program, inputs: Sequence[np.ndarray], backend: str = "au
         wide = load(runtime.promote_to_f64(program.text()))
     except Exception:  # noqa: BLE001 - e.g. bitcast_convert between widths
         return None
-    wide_inputs = runtime.perturb_inputs(inputs, perturb_ulps) if perturb_ulps else \
-        [np.asarray(x, np.float64) if runtime._is_low_float(x) else x for x in inputs]
     try:
-        return evaluate(wide, wide_inputs, backend)
+        return evaluate(wide, runtime.widen_inputs(inputs, perturb_ulps), backend)
     except Exception:  # noqa: BLE001
         return None
 

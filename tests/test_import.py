@@ -106,3 +106,68 @@ def test_clone_is_independent():
     q = se.augment(p)  # augment clones
     assert se.dag_hash(p) != se.dag_hash(q)
     assert "shlo_env.alternatives" not in p.text()
+
+
+def _chlo_fn(x, w):
+    # jnp.square -> chlo.square, erfc -> chlo.erfc, erf_inv -> chlo.erf_inv: ops with no VHLO form
+    return jnp.sum(x @ w, axis=0) + jnp.sum(jnp.square(w)) + jnp.sum(jax.scipy.special.erfc(w)) \
+        + jnp.sum(jax.lax.erf_inv(jnp.tanh(w)))
+
+
+@pytest.fixture(scope="module")
+def chlo_program():
+    rng = np.random.default_rng(0)
+    args = (rng.standard_normal((8, 4)).astype(np.float32), rng.standard_normal((4, 4)).astype(np.float32))
+    p = se.lower(_chlo_fn, *args)
+    assert "chlo." in p.text()
+    return p, args
+
+
+def test_chlo_programs_serialize_to_a_portable_artifact(chlo_program):
+    p, args = chlo_program
+    art = p.portable()
+    assert "chlo." in p.text()  # the program itself keeps its ops
+    q = se.load(art)
+    assert "chlo." not in q.text()
+    want = jax.jit(_chlo_fn)(*args)
+    got = se.runtime.execute(se.runtime.compile(q), list(args))[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("suffix", [".mlir", ".mlirbc"])
+def test_chlo_programs_save_and_load(tmp_path, suffix, chlo_program):
+    p, _ = chlo_program
+    q = se.load(se.save(p, tmp_path / f"c{suffix}"))
+    assert se.dag_hash(q) == se.dag_hash(p)
+    q.portable()
+
+
+@pytest.mark.parametrize("source", ["", "   ", b""])
+def test_empty_source_is_a_clear_error(source):
+    with pytest.raises(ProgramError, match="empty"):
+        se.load(source)
+
+
+RECURSIVE = """
+func.func @main(%x: tensor<f32>) -> tensor<f32> {
+  %0 = call @f(%x) : (tensor<f32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+func.func private @f(%x: tensor<f32>) -> tensor<f32> {
+  %0 = call @g(%x) : (tensor<f32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+func.func private @g(%x: tensor<f32>) -> tensor<f32> {
+  %0 = call @%s(%x) : (tensor<f32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["g", "f"])
+def test_recursive_calls_are_a_clear_error(target):
+    with pytest.raises(ProgramError, match="recursive call: .*@" + target):
+        se.load(RECURSIVE.replace("@%s", "@" + target))
+    module = se.import_.parse_module(RECURSIVE.replace("@%s", "@" + target))
+    with pytest.raises(ProgramError, match="recursive"):  # also when not inlining
+        se.import_.program_from_module(module, inline=False)

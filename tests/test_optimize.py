@@ -153,3 +153,15 @@ def test_strategy_options_reach_the_strategy(chain_args):
     assert opt.report.strategy == "beam" and info["expansions"] == 1 and info["pruned"] == info["children"]
     # pruning stops expansion, not evaluation: the root's children were timed and the best kept
     assert not opt.report.returned_original and "reassociate_left_to_right" in opt.report.applied
+
+
+def test_the_callable_is_built_for_programs_with_chlo_ops():
+    from shlo_env.optimize import exported_callable
+
+    rng = np.random.default_rng(0)
+    fn = lambda x, w: jnp.sum(x @ w, axis=0) + jnp.sum(jnp.square(w))  # noqa: E731  (chlo.square)
+    args = [f32(rng, 64, 32), f32(rng, 32, 32)]
+    program = se.lower(fn, *args)
+    assert "chlo.square" in program.text()
+    call = exported_callable(fn, args, program)
+    np.testing.assert_array_equal(call(*args), jax.jit(fn)(*args))

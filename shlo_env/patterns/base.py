@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 from jaxlib.mlir import ir
 
+from shlo_env.ir import complex_constant, element_type_of, is_complex, is_pure
 from shlo_env.numerics import Numerics
 from shlo_env.tensor_types import UnsupportedType, dtype_of, is_float, is_integer, shape_of
 
@@ -51,7 +52,9 @@ __all__ = [
 
 
 class Match(dict):
-    """Captures of a match; `m.x` reads `m["x"]`. `roots` (optional) lists the replaced values."""
+    """Captures of a match; `m.x` reads `m["x"]`. `roots` (optional) lists the replaced values.
+    `numerics` (optional) loosens the pattern's tier for this match only (e.g. a merge that is
+    exact unless XLA could contract a multiply into the add it separates)."""
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -189,6 +192,8 @@ def constant_value(value: ir.Value) -> np.ndarray | None:
     op = producer(value, "stablehlo.constant")
     if op is None:
         return None
+    if is_complex(value):
+        return complex_constant(op)
     attr = op.operation.attributes["value"]
     try:
         dtype = dtype_of(value.type)
@@ -218,6 +223,9 @@ def splat_value(value: ir.Value) -> float | int | None:
             return None
         name = op.operation.name
         if name == "stablehlo.constant":
+            if is_complex(value):
+                arr = complex_constant(op)
+                return arr.flat[0].item() if arr is not None and arr.size and np.all(arr == arr.flat[0]) else None
             attr = op.operation.attributes["value"]
             if not isinstance(attr, ir.DenseElementsAttr):
                 return None
@@ -312,8 +320,7 @@ def same_type(*values: ir.Value) -> bool:
     return all(v.type == values[0].type for v in values[1:])
 
 
-def result_elem(value: ir.Value) -> ir.Type:
-    return ir.RankedTensorType(value.type).element_type
+result_elem = element_type_of  # the element type of a value (older name)
 
 
 def positions(seq: Sequence[int]) -> dict[int, int]:
@@ -373,10 +380,6 @@ def comparison(op) -> str:
     from jaxlib.mlir.dialects import stablehlo
 
     return stablehlo.ComparisonDirectionAttr(op.operation.attributes["comparison_direction"]).value
-
-
-def element_type_of(value: ir.Value) -> ir.Type:
-    return ir.RankedTensorType(value.type).element_type
 
 
 def is_identity_perm(perm: Sequence[int]) -> bool:
@@ -723,18 +726,3 @@ class FlatBody:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-_EFFECTFUL_PREFIXES = ("stablehlo.custom_call", "stablehlo.send", "stablehlo.recv", "stablehlo.infeed",
-                       "stablehlo.outfeed", "stablehlo.rng", "stablehlo.all_", "stablehlo.collective",
-                       "stablehlo.reduce_scatter", "stablehlo.after_all", "stablehlo.create_token",
-                       "func.call", "shlo_env.")
-
-
-def is_pure(op) -> bool:
-    """No side effects anywhere inside `op` (so it may be moved, duplicated or dropped)."""
-    op = op.operation if hasattr(op, "operation") else op
-    for o in [op, *_walk(op)]:
-        if o.name.startswith(_EFFECTFUL_PREFIXES):
-            return False
-    return True

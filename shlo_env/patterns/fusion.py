@@ -3,8 +3,9 @@
 XLA fuses producers into consumers by fixed heuristics. These patterns let a search choose:
 materialize a value (an `optimization_barrier` is a fusion boundary on GPU; on CPU XLA removes
 barriers before fusion), recompute a cheap producer once per consumer, or run independent
-same-kind ops as one wider op on concatenated operands. All are exact: the same elementwise
-operations on the same values (bitwise under StableHLO's semantics). On XLA CPU a transcendental
+same-kind ops as one wider op on concatenated operands. All are exact under StableHLO's
+semantics (the same elementwise operations on the same values); a merge that separates an add
+from its multiply is REASSOCIATE, since XLA would have contracted them into an FMA. On XLA CPU a transcendental
 (exp, ...) can differ by an ulp between vector widths, so a merged or duplicated exp compiled by
 XLA may not match the original compiled by XLA bit for bit: XLA's approximation, not the rewrite.
 """
@@ -13,9 +14,11 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
+from shlo_env.ir import attribute_items
+from shlo_env.numerics import Numerics
 from shlo_env.patterns.base import (
-    ELEMENTWISE, Match, Pattern, captured_values, depends_on, is_elementwise, is_pure, register,
-    scalar_operand, shape_of, static_shape,
+    ELEMENTWISE, Match, Pattern, captured_values, depends_on, is_elementwise, is_integer, is_pure,
+    producer, register, scalar_operand, shape_of, static_shape,
 )
 
 #: Ops worth materializing once rather than recomputing in every consumer's fusion.
@@ -104,8 +107,7 @@ class DuplicateProducer(Pattern):
 
 
 def _attr_strings(op: ir.Operation) -> dict[str, str]:
-    attrs = op.attributes
-    return {attrs[i].name: str(attrs[i].attr) for i in range(len(attrs))}
+    return dict(attribute_items(op))
 
 
 def _related_ops(op, up: int = 2, down: int = 3, budget: int = 64):
@@ -129,7 +131,11 @@ def _related_ops(op, up: int = 2, down: int = 3, budget: int = 64):
                 if owner.block == block:
                     nxt.extend(owner.operands)
             elif isinstance(v, ir.BlockArgument) and v.owner == block and hop == 0:
-                nxt.extend(a for a in block.arguments if a not in seen_vals)  # f(arg0), f(arg1)
+                # f(arg0), f(arg1): the arguments next to v (within `budget` positions; a model
+                # with thousands of parameters must not make each match scan them all)
+                args = block.arguments
+                lo, hi = max(0, v.arg_number - budget // 2), min(len(args), v.arg_number + budget // 2 + 1)
+                nxt.extend(a for a in (args[i] for i in range(lo, hi)) if a not in seen_vals)
         frontier = nxt
     ancestors.extend(v for v in frontier if v not in seen_vals)
     found, visited = [], {op.operation}
@@ -171,10 +177,30 @@ def _merge_partner(op):
     return None
 
 
+_ADDS = ("stablehlo.add", "stablehlo.subtract")
+
+
+def _contractible(op) -> bool:
+    """Could XLA fuse a multiply and an add around `op` into one FMA? Then merging `op` with
+    another op (a concatenate between them) changes the rounding: not bitwise exact."""
+    op = op.operation if hasattr(op, "operation") else op
+    if is_integer(op.results[0].type):
+        return False
+    if op.name in _ADDS:  # chlo ops (square, erf, lgamma, ...) expand into multiplies and adds
+        return any(isinstance(v, ir.OpResult) and (v.owner.name == "stablehlo.multiply"
+                                                   or v.owner.name.startswith("chlo."))
+                   for v in op.operands)
+    if op.name == "stablehlo.multiply":
+        return any(u.name in _ADDS for u in _distinct_users(op.results[0]))
+    return False
+
+
 @register
 class HorizontalMerge(Pattern):
     """f(a1, b1), f(a2, b2) independent -> y = f([a1; a2], [b1; b2]), sliced back apart:
-    one wider op (one kernel) instead of two."""
+    one wider op (one kernel) instead of two. EXACT, except where f is a float add next to a
+    multiply (or a multiply feeding an add): XLA would contract those into an FMA, the merge
+    stops it, so such a match is REASSOCIATE (checked against the float64 reference)."""
 
     root = tuple(sorted(ELEMENTWISE))
 
@@ -198,8 +224,9 @@ class HorizontalMerge(Pattern):
                 kinds.append(su)  # one scalar for both halves
             else:
                 kinds.append("x")
+        tier = Numerics.REASSOCIATE if _contractible(op) or _contractible(other) else Numerics.EXACT
         return Match(roots=[op.result, other.results[0]], f=op, first=list(op.operands),
-                     second=list(other.operands), kinds=kinds, n=s[0])
+                     second=list(other.operands), kinds=kinds, n=s[0], numerics=tier)
 
     def rewrite(self, b, m):
         wide = [m.n * 2] + list(shape_of(m.f.result.type))[1:]

@@ -34,6 +34,7 @@ class Evaluation:
     program: Program
     ok: bool
     ratio: float = float("inf")
+    median_ratio: float = float("inf")  # median per-call ratio of the same interleaved runs
     time_s: float = float("nan")
     baseline_s: float = float("nan")
     error: str = ""
@@ -159,7 +160,8 @@ class Evaluator:
         self._sensitivities: list | None = None
         self.baseline_s = float("nan")
         self.noise = float("nan")
-        base = Evaluation(dag_hash(original), original, ok=True, ratio=1.0, verified=Numerics.EXACT)
+        base = Evaluation(dag_hash(original), original, ok=True, ratio=1.0, median_ratio=1.0,
+                          verified=Numerics.EXACT)
         self.original_key = base.key
         self.cache[base.key] = base
 
@@ -340,6 +342,7 @@ class Evaluator:
             if same is not None and same.timed:
                 self.stats.executable_hits += 1
                 ev.ratio, ev.time_s, ev.baseline_s = same.ratio, same.time_s, same.baseline_s
+                ev.median_ratio = same.median_ratio
                 ev.same_executable_as = same.key
                 return
         self.stats.timings[ev.key] += 1
@@ -350,6 +353,7 @@ class Evaluator:
             return
         self.stats.timed += 1
         ev.ratio = cand.full / base.full
+        ev.median_ratio = runtime.median_ratio(base.samples, cand.samples)
         ev.time_s, ev.baseline_s = cand.full, base.full
         self.baseline_s = base.full if np.isnan(self.baseline_s) else min(self.baseline_s, base.full)
         if fingerprint is not None:
@@ -378,10 +382,11 @@ class Evaluator:
         return ev.ratio
 
     def retime(self, ev: Evaluation) -> float:
-        """A second, independent side-by-side measurement (guards against a lucky first one)."""
+        """A second, independent side-by-side measurement (guards against a lucky first one):
+        the larger of its 10th-percentile and median per-call ratios."""
         self.stats.retimed += 1
         base, cand = self._side_by_side(ev)
-        return cand.full / base.full
+        return max(cand.full / base.full, runtime.median_ratio(base.samples, cand.samples))
 
     def cost(self, program: Program, passes=(), hash: str | None = None) -> dict:  # noqa: A002
         """XLA's cost analysis (flops, bytes) of a state: one compile, no run, no timing.

@@ -309,8 +309,9 @@ def _decide(res: ProgramResult, evaluator: Evaluator, best, space: int, thr: flo
                       "no candidate was verified faster than the original" if res.candidates_evaluated
                       else "the search evaluated no candidate")
         return False
-    if best.ratio >= thr:
-        res.reason = f"best candidate ratio {best.ratio:.3f} is within noise (threshold {thr:.3f})"
+    if best.ratio >= thr or best.median_ratio >= thr:  # both must clear it (a lucky tail is not a win)
+        res.reason = (f"best candidate ratio {best.ratio:.3f} (median per call {best.median_ratio:.3f}) "
+                      f"is within noise (threshold {thr:.3f})")
         return False
     if confirm:
         try:
