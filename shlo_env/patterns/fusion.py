@@ -18,7 +18,7 @@ from shlo_env.ir import attribute_items
 from shlo_env.numerics import Numerics
 from shlo_env.patterns.base import (
     ELEMENTWISE, Match, Pattern, captured_values, depends_on, is_elementwise, is_integer, is_pure,
-    producer, register, scalar_operand, shape_of, static_shape,
+    register, scalar_operand, shape_of, static_shape,
 )
 
 #: Ops worth materializing once rather than recomputing in every consumer's fusion.
