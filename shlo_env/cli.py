@@ -14,6 +14,8 @@ SUBCOMMANDS = {
     "bench": ("shlo_env.bench", "sweep datasets of programs, store every measurement, print Table 2 "
                                 "against jax.jit"),
     "noise": ("shlo_env.noise", "measure this machine's noise profile (faster/slower thresholds)"),
+    "dataset": ("shlo_env.learn.dataset_cli", "build and export the measurement dataset for learned cost "
+                                               "models"),
     "show": ("shlo_env.show", "render a program and its alternatives as Graphviz DOT/SVG"),
 }
 
