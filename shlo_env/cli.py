@@ -16,6 +16,7 @@ SUBCOMMANDS = {
     "noise": ("shlo_env.noise", "measure this machine's noise profile (faster/slower thresholds)"),
     "dataset": ("shlo_env.learn.dataset_cli", "build and export the measurement dataset for learned cost "
                                                "models"),
+    "learn": ("shlo_env.learn.learn_cli", "train and evaluate the learned cost model (ranking within a program)"),
     "show": ("shlo_env.show", "render a program and its alternatives as Graphviz DOT/SVG"),
 }
 
