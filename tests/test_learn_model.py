@@ -70,3 +70,17 @@ def test_training_without_ranked_pairs_is_an_error():
 def test_missing_weights_file_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="learn train"):
         model.load(tmp_path / "none.npz")
+
+
+def test_shipped_weights_resolve_inside_the_package_and_load():
+    import importlib.resources
+
+    import shlo_env
+
+    shipped = importlib.resources.files("shlo_env") / "learn" / "weights.npz"
+    assert shipped.is_file() and model.WEIGHTS.samefile(str(shipped))
+    assert model.WEIGHTS.stat().st_size <= 5 * 2**20
+    params, norm, info = model.load()
+    assert info["format_version"] >= 1 and info["final_loss"] < info["first_loss"]
+    assert params["w_in"].shape[0] == len(observe.NODE_FEATURES) == norm[0].shape[0]
+    assert shlo_env.__file__  # the package that the weights were resolved in
