@@ -185,3 +185,27 @@ def load(path=None) -> tuple[dict, tuple, dict]:
         norm = (jnp.asarray(z["norm/mean"]), jnp.asarray(z["norm/std"]))
         info = json.loads(str(z["info"]))
     return params, norm, info
+
+
+_SHIPPED: tuple | None = None
+
+
+def predicted_scores(g, vectors, model_state: tuple | None = None) -> np.ndarray:
+    """Scores (log runtime, up to a constant) of the augmented graph `g` (`observe.graph`) under
+    each rewrite decision vector; `model_state` = `load(...)`, default the shipped weights."""
+    from shlo_env.observe import live_nodes
+
+    global _SHIPPED
+    if model_state is None:
+        if _SHIPPED is None:
+            _SHIPPED = load()
+        model_state = _SHIPPED
+    params, norm, _ = model_state
+    n, k = g.num_nodes, len(vectors)
+    batch = _batch(
+        [g.node_feature_matrix()] * k, [g.node_opcode] * k,
+        [live_nodes(g, v).astype(np.float32) for v in vectors],
+        [np.full(n, c, np.int32) for c in range(k)],
+        [g.edge_src + c * n for c in range(k)], [g.edge_dst + c * n for c in range(k)],
+        list(range(k)), [1.0] * k, [False] * k)
+    return predict(params, norm, batch)

@@ -13,26 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from shlo_env import observe
+from shlo_env.learn import model
 from shlo_env.search.base import SearchContext, register_strategy
 from shlo_env.search.cost_model import CostModel
-
-
-def predicted_scores(augmented, vectors, model_state) -> np.ndarray:
-    """Model scores (log runtime, up to a constant) of `augmented` under each rewrite vector."""
-    from shlo_env import observe
-    from shlo_env.learn import model
-
-    params, norm, _ = model_state
-    g = observe.graph(augmented, uids=False)
-    n = g.num_nodes
-    k = len(vectors)
-    batch = model._batch(
-        [g.node_feature_matrix()] * k, [g.node_opcode] * k,
-        [observe.live_nodes(g, v).astype(np.float32) for v in vectors],
-        [np.full(n, c, np.int32) for c in range(k)],
-        [g.edge_src + c * n for c in range(k)], [g.edge_dst + c * n for c in range(k)],
-        list(range(k)), [1.0] * k, [False] * k)
-    return model.predict(params, norm, batch)
 
 
 @register_strategy
@@ -53,10 +37,8 @@ class Learned(CostModel):
 
     def estimate(self, ctx: SearchContext, exp, children: list) -> tuple[float, list[float]]:
         if self._model is None:
-            from shlo_env.learn import model
-
             self._model = model.load(self.weights)
         vectors = [[0] * exp.num_rewrites] + [list(vec[:exp.num_rewrites]) for vec, _ in children]
-        s = predicted_scores(exp.augmented, vectors, self._model)
+        s = model.predicted_scores(observe.graph(exp.augmented, uids=False), vectors, self._model)
         est = np.exp(s - s[0])  # relative to the current state: a predicted runtime ratio
         return 1.0, [float(e) for e in est[1:]]
