@@ -86,3 +86,27 @@ def test_load_rejects_missing_and_unknown(tmp_path):
         dataset.load(tmp_path, "train")
     with pytest.raises(dataset.DatasetError):
         dataset.load(tmp_path, "holdout")
+
+
+def test_eval_reports_model_and_baselines_on_the_same_programs(built):
+    from shlo_env.learn import learn_cli
+
+    tmp, db, _, _ = built
+    out = tmp / "export_eval"
+    summary = dataset.export(out, db_path=db, fractions=(1.0, 0.0, 0.0))
+    report = learn_cli.evaluate(str(out))  # the shipped weights
+    assert report["train"]["candidates"] == summary["train"]["candidates"]
+    methods = {"learned", "xla_cost_analysis", "roofline"}
+    assert methods <= set(report["train"])
+    assert len({report["train"][m]["programs"] for m in methods}) == 1  # same programs for all three
+    assert report["val"] == {"programs": 0}
+
+
+def test_shipped_export_loads():
+    from pathlib import Path
+
+    data = Path(__file__).parent.parent / "data" / "learned-v1"
+    split = dataset.load(data, "test")
+    assert len(split) > 0 and split.num_candidates == sum(p["num_candidates"] for p in split.programs)
+    assert set(p["source"] for p in split.programs).isdisjoint(
+        p["source"] for p in dataset.load(data, "train").programs)
