@@ -15,6 +15,9 @@ SUBCOMMANDS = {
                                 "against jax.jit"),
     "noise": ("shlo_env.noise", "measure this machine's noise profile (faster/slower thresholds)"),
     "profile": ("shlo_env.profile", "time per XLA kernel, mapped back to the StableHLO ops and patterns"),
+    "dataset": ("shlo_env.learn.dataset_cli", "build and export the measurement dataset for learned cost "
+                                               "models"),
+    "learn": ("shlo_env.learn.learn_cli", "train and evaluate the learned cost model (ranking within a program)"),
     "show": ("shlo_env.show", "render a program and its alternatives as Graphviz DOT/SVG"),
 }
 

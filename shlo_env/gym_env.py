@@ -51,6 +51,9 @@ kept nodes) and `info["graph_truncated"]` is True; the full graph is `env.unwrap
   executable XLA builds (after fusion; one compile per new state, in the worker).
 - `"runtime"`: the same with measured time: prev and new timed side by side (A, B, A, B, ...),
   divided by the original's time measured at reset.
+- `"predicted"`: 1 - T̂(new) / T̂(prev), T̂ the learned cost model's predicted runtime
+  (`shlo_env.learn`, the shipped weights): no compile, no timing; a step's predicted fractional
+  improvement.
 - `"baseline"`: 0 until the episode ends, then T(original) / T(final) - 1: the speedup over
   XLA's own compilation of the original (timed side by side).
 
@@ -80,7 +83,7 @@ from shlo_env.replay import EpisodeRecord
 from shlo_env.worker import CandidateError
 
 ENV_ID = "shlo_env/Rewrite-v0"
-REWARDS = ("cost_model", "runtime", "baseline")
+REWARDS = ("cost_model", "runtime", "baseline", "predicted")
 FEATURE_HIGH = 1e6  # features are clipped to [-1, FEATURE_HIGH] so every Box is finite
 
 
@@ -363,7 +366,7 @@ class RewriteEnv(gym.Env):
             prev, depth = self._state, len(self.env.history)
             try:
                 new = self.env.apply(decisions)
-                reward = self._reward(prev, new)
+                reward = self._reward(prev, new, decisions)
             except (CandidateError, driver.ApplyError) as e:
                 reward, terminated = float(c.error_reward), True
                 info["error"] = f"{type(e).__name__}: {e}"
@@ -436,8 +439,13 @@ class RewriteEnv(gym.Env):
         cost = self.env.cost(program, optimized=self.config.cost_model == "compiled")
         return cost_seconds(cost, self.config.flops_per_s, self.config.bytes_per_s)
 
-    def _reward(self, prev: Program, new: Program) -> float:
+    def _reward(self, prev: Program, new: Program, decisions) -> float:
         c = self.config
+        if c.reward == "predicted":  # self.graph is still the augmented prev the decisions index
+            from shlo_env.learn.model import predicted_scores
+
+            s = predicted_scores(self.graph, [[0] * len(decisions), decisions])
+            return float(1.0 - np.exp(s[1] - s[0]))
         if c.reward == "cost_model":
             value = self._cost_s(new)
             reward = (self._prev_value - value) / self._c0 if self._c0 > 0 else 0.0

@@ -77,6 +77,20 @@ def test_config_dict_convention(chain_program):
     assert RewriteEnv(programs=[chain_program], reward="runtime").config.reward == "runtime"
 
 
+def test_predicted_reward_is_the_learned_models_step_estimate(chain_program):
+    from shlo_env.learn.model import predicted_scores
+
+    env = RewriteEnv({"programs": [chain_program], "reward": "predicted"})
+    obs, info = env.reset(seed=0)
+    action = (info["action_mask"].sum(axis=1) > 1).astype(np.int64)
+    decisions = [int(a) for a in action[:env.graph.num_alternatives]]
+    s = predicted_scores(env.graph, [[0] * len(decisions), decisions])  # before the step changes the graph
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert np.isfinite(reward) and reward < 1.0 and "error" not in info
+    assert reward == pytest.approx(1.0 - np.exp(s[1] - s[0]), rel=1e-5, abs=1e-6)
+    assert "reassociate_left_to_right" in env.program.applied  # the step was applied as usual
+
+
 def test_pick_first_episode_improves_the_cost_model(chain_program):
     env = RewriteEnv({"programs": [chain_program]})
     obs, info = env.reset(seed=0)

@@ -215,7 +215,7 @@ def test_auto_picks_by_decision_space_size():
 
 
 def test_every_strategy_is_registered():
-    assert {"pick-first", "exhaustive", "random", "beam", "mcts", "cost-model"} <= set(strategies())
+    assert {"pick-first", "exhaustive", "random", "beam", "mcts", "cost-model", "learned"} <= set(strategies())
     with pytest.raises(KeyError, match="unknown strategy"):
         get_strategy("nope")
     assert get_strategy("beam", alpha=1.0).alpha == 1.0
@@ -413,6 +413,18 @@ def test_cost_model_times_only_the_most_promising(multi_program):
     assert set(best.applied) == set(PATTERNS)
 
 
+def test_learned_ranks_without_compiling_and_times_only_the_top(multi_program):
+    ctx, worker = make_ctx(multi_program)
+    lm = get_strategy("learned", top_k=2)  # the weights shipped in the package
+    best = lm.search(ctx)
+    s = ctx.evaluator.stats
+    assert best.ok and best.ratio <= 1.0
+    assert s.costed == 0  # ranked by the learned model: no cost-analysis compile
+    assert lm.info["costed"] >= 7  # yet every child was ranked...
+    assert s.timed <= 2 * max(1, lm.info["steps"] + 1)  # ...and at most top_k timed per step
+    assert_each_state_compiled_once(ctx, worker)
+
+
 # --- XLA passes as macro actions -----------------------------------------------------------------
 
 def test_passes_enter_the_action_space_and_the_cache_key(multi_program):
@@ -453,7 +465,7 @@ def test_every_strategy_can_use_pass_actions(name, multi_program):
 
 # --- budgets -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["exhaustive", "beam", "mcts", "random", "cost-model"])
+@pytest.mark.parametrize("name", ["exhaustive", "beam", "mcts", "random", "cost-model", "learned"])
 def test_deadline_is_honored(name, multi_program):
     """Each timing takes 0.3 s: a 1.5 s search stops after about five of them."""
     worker = ModelWorker(delay_s=0.3)

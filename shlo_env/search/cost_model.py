@@ -76,10 +76,17 @@ class CostModel(Strategy):
             if len(seen) >= self.max_candidates:
                 return
 
-    def search(self, ctx: SearchContext) -> Evaluation:
+    def estimate(self, ctx: SearchContext, exp, children: list) -> tuple[float, list[float]]:
+        """(estimate of the current state, estimates of the (vector, child) pairs): lower is faster.
+        Subclasses swap the model (strategy "learned" uses the learned ranking model)."""
         machine = self._machine()
+        ests = []
+        for _, child in children:
+            ests.append(math.inf if ctx.out_of_time() else roofline(ctx.cost(child), machine))
+        return roofline(ctx.cost(exp.state), machine), ests
+
+    def search(self, ctx: SearchContext) -> Evaluation:
         state, state_ratio = ctx.root, 1.0
-        state_est = roofline(ctx.cost(state), machine)
         counts = dict(costed=0, timed=0, steps=0, predicted=[])
         for _ in range(ctx.max_steps):
             if ctx.out_of_time():
@@ -87,17 +94,16 @@ class CostModel(Strategy):
             exp = ctx.expand(state)
             if not exp.dims:
                 break
-            ranked = []
+            children = []
             for vec in self.candidates(exp, ctx):
                 if ctx.out_of_time():
                     break
                 child = ctx.child(exp, vec)
-                if child is None or child.key == state.key:
-                    continue
-                est = roofline(ctx.cost(child), machine)
-                counts["costed"] += 1
-                ranked.append((est, child))
-            ranked.sort(key=lambda r: r[0])
+                if child is not None and child.key != state.key:
+                    children.append((vec, child))
+            state_est, ests = self.estimate(ctx, exp, children)
+            counts["costed"] += len(children)
+            ranked = sorted(zip(ests, (c for _, c in children)), key=lambda r: r[0])
             promising = [(e, c) for e, c in ranked if e < state_est * (1 - self.min_predicted_gain)][:self.top_k]
             step_best = None
             for est, child in promising:
@@ -111,6 +117,6 @@ class CostModel(Strategy):
                 break
             counts["steps"] += 1
             counts["predicted"].append(step_best[2] / state_est if state_est > 0 else math.nan)
-            state, state_ratio, state_est = step_best[1], step_best[0].ratio, step_best[2]
+            state, state_ratio = step_best[1], step_best[0].ratio
         self.info.update(counts)
         return ctx.best

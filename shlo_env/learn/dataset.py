@@ -1,0 +1,354 @@
+"""The measurement dataset: (program, decision vector, measured runtime ratio, tier) rows.
+
+    shlo-env dataset build --datasets inst-10-20 --max-programs 20 --max-candidates 8
+    shlo-env dataset export --out data/learned-v1
+    from shlo_env.learn import dataset
+    ds = dataset.load("data/learned-v1", "train")   # a Split
+    g = ds.graph(0)                                  # shlo_env.observe.Graph of program 0 (augmented)
+    ds.candidates(0)                                 # its rows: decisions, ratio, tier, flops, bytes
+
+Building: each source program is augmented once (default patterns, dry mode); its candidate
+decision vectors (every vector when few, else pick-first, each single choice and seeded random
+vectors, at most `max_candidates`) are applied, verified and timed side by side against the
+original by the project's `Evaluator` (same worker, A,B,A,B interleaving), and XLA's cost
+analysis of each candidate is kept as well. Every candidate is one row of the results database's
+`measurements` table (strategy "dataset", config_key = hash of the build config and the
+vector), written in its own transaction: a killed build resumes where it stopped.
+
+Exporting: rows are grouped by program and split train/val/test by *source* program (the corpus
+program a sub-graph was cut from, or the corpus program itself), hashed, so no program's cuts
+leak across splits. One `<split>.npz` + `<split>.json` per split; the format is in
+docs/learned.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+FORMAT_VERSION = 1
+STRATEGY = "dataset"
+SPLITS = ("train", "val", "test")
+DEFAULT_FRACTIONS = (0.6, 0.2, 0.2)
+
+
+class DatasetError(ValueError):
+    """A bad build option, a missing export or a file of another format version."""
+
+
+# --- building -----------------------------------------------------------------------------------
+
+def split_of(source: str, fractions: Sequence[float] = DEFAULT_FRACTIONS) -> str:
+    """The split a source program belongs to: a stable hash of its name (no leakage by design)."""
+    if len(fractions) != 3 or any(f < 0 for f in fractions) or not math.isclose(sum(fractions), 1.0):
+        raise DatasetError(f"split fractions must be three non-negative numbers summing to 1, got {fractions}")
+    u = int(hashlib.sha256(source.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+    if u < fractions[0]:
+        return "train"
+    return "val" if u < fractions[0] + fractions[1] else "test"
+
+
+def source_of(entry) -> str:
+    """The corpus program an entry comes from (sub-graphs carry it in their metadata)."""
+    return str(entry.metadata.get("source") or entry.name)
+
+
+def candidate_vectors(num_choices: Sequence[int], max_candidates: int, seed: int) -> list[list[int]]:
+    """The vectors measured for one program: all (except all-zero) when at most `max_candidates`,
+    else pick-first, each single choice, then seeded random vectors; deduplicated, bounded."""
+    if max_candidates < 1:
+        raise DatasetError(f"max_candidates must be >= 1, got {max_candidates}")
+    space = math.prod(num_choices) - 1 if num_choices else 0
+    if space <= max_candidates:
+        gen: Iterator = (list(v) for v in itertools.product(*[range(n) for n in num_choices]) if any(v))
+    else:
+        rng = random.Random(seed)
+        singles = ([k if j == i else 0 for j in range(len(num_choices))]
+                   for i, n in enumerate(num_choices) for k in range(1, n))
+        rand = ([rng.randrange(n) for n in num_choices] for _ in range(20 * max_candidates))
+        gen = itertools.chain([[1 if n > 1 else 0 for n in num_choices]], singles, rand)
+    out, seen = [], set()
+    for v in gen:
+        if any(v) and tuple(v) not in seen:
+            seen.add(tuple(v))
+            out.append(v)
+            if len(out) >= max_candidates:
+                break
+    return out
+
+
+def interleave_sources(entries: Sequence) -> list:
+    """Entries round-robin over their source programs, so the first N cover as many sources
+    (and therefore all three splits) as they can."""
+    by_source: dict[str, list] = {}
+    for e in entries:
+        by_source.setdefault(source_of(e), []).append(e)
+    queues = list(by_source.values())
+    return [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
+
+
+def _row_key(config: dict, decisions: Sequence[int]) -> str:
+    from shlo_env.results_db import config_key
+
+    return config_key({**config, "decisions": list(decisions)})
+
+
+def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLike = "results/shlo_env.sqlite",
+          max_programs: int = 20, max_candidates: int = 8, max_seconds: float = 600.0, seed: int = 0,
+          runs: int = 10, min_seconds: float = 0.05, log=print) -> dict:
+    """Measure candidates into the results database; returns counts. Bounded by `max_programs`
+    per dataset, `max_candidates` per program and `max_seconds` overall; resumes (rows already
+    there are skipped)."""
+    from shlo_env import corpus, driver
+    from shlo_env.hashing import dag_hash
+    from shlo_env.results_db import ResultsDB, environment, now_iso
+    from shlo_env.search.evaluator import Evaluator
+    from shlo_env.worker import Worker
+
+    if max_programs < 1:
+        raise DatasetError(f"max_programs must be >= 1, got {max_programs}")
+    config = {"kind": "dataset", "version": FORMAT_VERSION, "seed": seed, "runs": runs,
+              "min_seconds": min_seconds}
+    deadline = time.monotonic() + max_seconds
+    counts = {"programs": 0, "measured": 0, "skipped": 0, "failed": 0, "stopped_by_time": False}
+    env = environment()
+    with ResultsDB(db_path) as db, Worker() as worker:
+        db.ensure_environment(env)
+        done = db.done_keys(env["env_id"])
+        for ds in datasets:
+            for entry in interleave_sources(corpus.entries(ds))[:max_programs]:
+                if time.monotonic() > deadline:
+                    counts["stopped_by_time"] = True
+                    return counts
+                program = corpus.load(entry.uri)
+                h = dag_hash(program)
+                augmented = driver.augment(program)
+                alts = driver.list_alternatives(augmented)
+                vectors = candidate_vectors([len(a.labels) for a in alts], max_candidates, seed)
+                todo = [v for v in vectors if (ds, entry.uri, h, STRATEGY, _row_key(config, v)) not in done]
+                counts["skipped"] += len(vectors) - len(todo)
+                if not todo:
+                    continue
+                counts["programs"] += 1
+                info = {"name": entry.name, "metadata": {"source": source_of(entry), **entry.metadata}}
+                with Evaluator(program, worker=worker, runs=runs, min_seconds=min_seconds, seed=seed) as ev:
+                    cost_o = ev.cost(program)
+                    for vec in todo:
+                        if time.monotonic() > deadline:
+                            counts["stopped_by_time"] = True
+                            return counts
+                        started = now_iso()
+                        try:
+                            cand = driver.apply(augmented, vec)
+                            res = ev.evaluate(cand)
+                            cost = ev.cost(cand)
+                            status, error = ("ok", "") if res.ok and res.timed else ("error", res.error or "not timed")
+                        except Exception as e:  # noqa: BLE001  a failed candidate is a row, not a crash
+                            res, cost, status, error = None, {}, "error", f"{type(e).__name__}: {e}"
+                        counts["measured" if status == "ok" else "failed"] += 1
+                        db.add_measurement(_row(ds, entry, h, config, vec, env, res, cost, cost_o, status, error,
+                                                len(alts), started, now_iso()),
+                                           program={"hash": h, **_program_info(program, info)})
+                log(f"{entry.uri}: {len(todo)} candidates measured ({len(alts)} alternatives)")
+    return counts
+
+
+def _program_info(program, info: dict) -> dict:
+    return {"name": info["name"], "ops": None, "num_inputs": len(program.in_specs),
+            "num_outputs": len(program.out_specs), "in_specs": [], "out_specs": [], "metadata": info["metadata"]}
+
+
+def _row(ds, entry, h, config, vec, env, res, cost, cost_o, status, error, num_alts, started, finished) -> dict:
+    from shlo_env.results_db import _j, _num
+
+    return {
+        "dataset": ds, "uri": entry.uri, "program_hash": h, "name": entry.name,
+        "strategy": STRATEGY, "strategy_used": STRATEGY, "config_key": _row_key(config, vec), "config": _j(config),
+        "env_id": env["env_id"], "machine": f"{env['hostname']} ({env['device_kind']}; {env['cpu_model']})",
+        "jax": env["jax"], "jaxlib": env["jaxlib"], "status": status, "error": error or None,
+        "decisions": _j(list(vec)), "num_alternatives": num_alts,
+        "numerics": res.verified.name if res is not None and res.verified is not None else None,
+        "applied": _j(list(res.applied)) if res is not None else None,
+        "ratio": _num(res.ratio) if res is not None else None,
+        "baseline_full": _num(res.baseline_s) if res is not None else None,
+        "best_full": _num(res.time_s) if res is not None else None,
+        "flops_original": _num(cost_o.get("flops")), "bytes_original": _num(cost_o.get("bytes")),
+        "flops_best": _num(cost.get("flops")), "bytes_best": _num(cost.get("bytes")),
+        "transcendentals_best": _num(cost.get("transcendentals")),
+        "started_at": started, "finished_at": finished,
+    }
+
+
+# --- exporting ----------------------------------------------------------------------------------
+
+TIERS = ("EXACT", "REASSOCIATE", "APPROX")
+
+
+def program_graph(uri: str):
+    """The augmented program of a dataset row and its observation (default patterns, one step)."""
+    from shlo_env import corpus, driver, observe
+
+    augmented = driver.augment(corpus.load(uri))
+    return augmented, observe.graph(augmented)
+
+
+def export(out_dir: str | os.PathLike, *, db_path: str | os.PathLike = "results/shlo_env.sqlite",
+           fractions: Sequence[float] = DEFAULT_FRACTIONS, env_id: str | None = None) -> dict:
+    """Write `<split>.npz` + `<split>.json` for each split from the database's dataset rows;
+    returns {split: {"programs", "candidates"}}. Only verified, timed rows are exported."""
+    from shlo_env.observe import live_nodes
+    from shlo_env.results_db import ResultsDB
+
+    with ResultsDB(db_path) as db:
+        rows = db.measurements(env_id=env_id, strategies=[STRATEGY], status="ok")
+        sources = {r["hash"]: json.loads(r["metadata"] or "{}").get("source")
+                   for r in db.conn.execute("SELECT hash, metadata FROM programs")}
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["ratio"] is not None and math.isfinite(r["ratio"]) and r["ratio"] > 0:
+            groups.setdefault((r["dataset"], r["uri"], r["program_hash"]), []).append(r)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    per_split: dict[str, list] = {s: [] for s in SPLITS}
+    for (ds, uri, h), cands in sorted(groups.items()):
+        source = sources.get(h) or uri
+        per_split[split_of(source, fractions)].append((ds, uri, h, source, cands))
+    summary = {}
+    for split, programs in per_split.items():
+        arrays: dict[str, list] = {k: [] for k in (
+            "node_features", "node_opcode", "node_alt", "node_choice", "edge_src", "edge_dst",
+            "cand_program", "cand_decisions", "cand_ratio", "cand_tier", "cand_flops", "cand_bytes",
+            "cand_transcendentals", "cand_live", "node_offsets", "edge_offsets", "orig_flops", "orig_bytes",
+            "orig_live")}
+        meta_programs = []
+        n_nodes = n_edges = 0
+        for ds, uri, h, source, cands in programs:
+            _, g = program_graph(uri)
+            if any(len(json.loads(c["decisions"])) != g.num_alternatives for c in cands):
+                continue  # the patterns changed since the build: these vectors mean something else now
+            p = len(meta_programs)
+            meta_programs.append({"dataset": ds, "uri": uri, "hash": h, "source": source,
+                                  "num_alternatives": int(g.num_alternatives),
+                                  "num_choices": [int(c) for c in g.alternative_num_choices],
+                                  "labels": [list(lab) for lab in g.alternative_labels],
+                                  "num_candidates": len(cands)})
+            arrays["node_offsets"].append(n_nodes)
+            arrays["edge_offsets"].append(n_edges)
+            arrays["node_features"].append(g.node_feature_matrix())
+            arrays["node_opcode"].append(g.node_opcode)
+            arrays["node_alt"].append(g.node_alt)
+            arrays["node_choice"].append(g.node_choice)
+            arrays["edge_src"].append(g.edge_src)
+            arrays["edge_dst"].append(g.edge_dst)
+            arrays["orig_flops"].append(_f(cands[0]["flops_original"]))
+            arrays["orig_bytes"].append(_f(cands[0]["bytes_original"]))
+            arrays["orig_live"].append(live_nodes(g))
+            n_nodes += g.num_nodes
+            n_edges += g.num_edges
+            for c in cands:
+                vec = json.loads(c["decisions"])
+                arrays["cand_program"].append(p)
+                arrays["cand_decisions"].append(",".join(map(str, vec)))
+                arrays["cand_ratio"].append(c["ratio"])
+                arrays["cand_tier"].append(TIERS.index(c["numerics"]) if c["numerics"] in TIERS else -1)
+                arrays["cand_flops"].append(_f(c["flops_best"]))
+                arrays["cand_bytes"].append(_f(c["bytes_best"]))
+                arrays["cand_transcendentals"].append(_f(c["transcendentals_best"]))
+                arrays["cand_live"].append(live_nodes(g, vec))
+        arrays["node_offsets"].append(n_nodes)
+        arrays["edge_offsets"].append(n_edges)
+        np.savez_compressed(out / f"{split}.npz", **_stack(arrays))
+        (out / f"{split}.json").write_text(json.dumps(
+            {"format_version": FORMAT_VERSION, "split": split, "fractions": list(fractions),
+             "programs": meta_programs}, indent=1))
+        summary[split] = {"programs": len(meta_programs), "candidates": len(arrays["cand_ratio"])}
+    return summary
+
+
+def _f(x) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def _stack(a: dict[str, list]) -> dict[str, np.ndarray]:
+    cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)  # noqa: E731
+    from shlo_env.observe import NODE_FEATURES
+    return {
+        "node_features": (np.concatenate(a["node_features"]) if a["node_features"]
+                          else np.zeros((0, len(NODE_FEATURES)), np.float32)).astype(np.float32),
+        "node_opcode": cat(a["node_opcode"], np.int32), "node_alt": cat(a["node_alt"], np.int32),
+        "node_choice": cat(a["node_choice"], np.int32),
+        "edge_src": cat(a["edge_src"], np.int32), "edge_dst": cat(a["edge_dst"], np.int32),
+        "node_offsets": np.asarray(a["node_offsets"], np.int64), "edge_offsets": np.asarray(a["edge_offsets"], np.int64),
+        "orig_flops": np.asarray(a["orig_flops"], np.float64), "orig_bytes": np.asarray(a["orig_bytes"], np.float64),
+        "orig_live": cat(a["orig_live"], bool),
+        "cand_program": np.asarray(a["cand_program"], np.int32),
+        "cand_decisions": np.asarray(a["cand_decisions"], dtype=np.str_),
+        "cand_ratio": np.asarray(a["cand_ratio"], np.float64), "cand_tier": np.asarray(a["cand_tier"], np.int8),
+        "cand_flops": np.asarray(a["cand_flops"], np.float64), "cand_bytes": np.asarray(a["cand_bytes"], np.float64),
+        "cand_transcendentals": np.asarray(a["cand_transcendentals"], np.float64),
+        "cand_live": cat(a["cand_live"], bool),
+    }
+
+
+# --- loading ------------------------------------------------------------------------------------
+
+class Split:
+    """One exported split: arrays (`.arrays`), per-program metadata (`.programs`)."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], meta: dict):
+        self.arrays, self.meta, self.programs = arrays, meta, meta["programs"]
+        self.name = meta["split"]
+
+    def __len__(self) -> int:
+        return len(self.programs)
+
+    @property
+    def num_candidates(self) -> int:
+        return len(self.arrays["cand_ratio"])
+
+    def candidates(self, p: int) -> dict[str, np.ndarray]:
+        """Program p's rows: decisions (C, K) int, ratio, tier, flops, bytes, live (C, N) bool."""
+        a = self.arrays
+        idx = np.nonzero(a["cand_program"] == p)[0]
+        n = int(a["node_offsets"][p + 1] - a["node_offsets"][p])
+        k = self.programs[p]["num_alternatives"]
+        live_start = sum(int(a["node_offsets"][q + 1] - a["node_offsets"][q]) * self.programs[q]["num_candidates"]
+                         for q in range(p))
+        live = a["cand_live"][live_start: live_start + n * len(idx)].reshape(len(idx), n)
+        dec = np.array([[int(x) for x in s.split(",")] if k else [] for s in a["cand_decisions"][idx]],
+                       dtype=np.int32).reshape(len(idx), k)
+        return {"decisions": dec, "ratio": a["cand_ratio"][idx], "tier": a["cand_tier"][idx],
+                "flops": a["cand_flops"][idx], "bytes": a["cand_bytes"][idx],
+                "transcendentals": a["cand_transcendentals"][idx], "live": live}
+
+    def graph(self, p: int):
+        """The `shlo_env.observe.Graph` of program p's augmented program (recomputed from its URI)."""
+        _, g = program_graph(self.programs[p]["uri"])
+        if g.num_alternatives != self.programs[p]["num_alternatives"]:
+            raise DatasetError(f"{self.programs[p]['uri']}: the patterns now give {g.num_alternatives} "
+                               f"alternatives, the dataset was built with {self.programs[p]['num_alternatives']}")
+        return g
+
+
+def load(path: str | os.PathLike, split: str) -> Split:
+    if split not in SPLITS:
+        raise DatasetError(f"unknown split {split!r}; one of {SPLITS}")
+    base = Path(path)
+    meta_file, npz_file = base / f"{split}.json", base / f"{split}.npz"
+    if not meta_file.exists() or not npz_file.exists():
+        raise DatasetError(f"no exported split {split!r} in {base} (run `shlo-env dataset export --out {base}`)")
+    meta = json.loads(meta_file.read_text())
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise DatasetError(f"{meta_file}: format version {meta.get('format_version')}, this code reads {FORMAT_VERSION}")
+    with np.load(npz_file) as z:
+        arrays = {k: z[k] for k in z.files}
+    return Split(arrays, meta)

@@ -1,0 +1,40 @@
+"""`shlo-env dataset build|export`: the measurement dataset for learned cost models (docs/learned.md)."""
+
+from __future__ import annotations
+
+import json
+
+from shlo_env.learn import dataset
+
+
+def add_arguments(p) -> None:
+    sub = p.add_subparsers(dest="action", required=True)
+    b = sub.add_parser("build", help="measure candidates into the results database (resumable)")
+    b.add_argument("--datasets", nargs="+", default=["inst-10-20"], help="corpus datasets to draw programs from")
+    b.add_argument("--db", default="results/shlo_env.sqlite")
+    b.add_argument("--max-programs", type=int, default=20, help="programs per dataset (the first N)")
+    b.add_argument("--max-candidates", type=int, default=8, help="decision vectors per program")
+    b.add_argument("--max-seconds", type=float, default=600.0, help="stop (resumably) after this long")
+    b.add_argument("--runs", type=int, default=10, help="timed runs per side-by-side measurement")
+    b.add_argument("--min-seconds", type=float, default=0.05, help="minimum timing time per candidate")
+    b.add_argument("--seed", type=int, default=0)
+    e = sub.add_parser("export", help="write <split>.npz + <split>.json, split by source program")
+    e.add_argument("--db", default="results/shlo_env.sqlite")
+    e.add_argument("--out", required=True)
+    e.add_argument("--fractions", type=float, nargs=3, default=list(dataset.DEFAULT_FRACTIONS),
+                   metavar=("TRAIN", "VAL", "TEST"))
+
+
+def run(args) -> int:
+    try:
+        if args.action == "build":
+            out = dataset.build(datasets=args.datasets, db_path=args.db, max_programs=args.max_programs,
+                                max_candidates=args.max_candidates, max_seconds=args.max_seconds,
+                                runs=args.runs, min_seconds=args.min_seconds, seed=args.seed)
+        else:
+            out = dataset.export(args.out, db_path=args.db, fractions=args.fractions)
+    except dataset.DatasetError as e:
+        print(f"error: {e}")
+        return 2
+    print(json.dumps(out, indent=1))
+    return 0

@@ -1,0 +1,76 @@
+"""`shlo-env learn train|eval`: the learned cost model over an exported dataset (docs/learned.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import numpy as np
+
+from shlo_env.learn import dataset, metrics, model
+
+
+def add_arguments(p) -> None:
+    sub = p.add_subparsers(dest="action", required=True)
+    t = sub.add_parser("train", help="train the ranking model on the train split")
+    t.add_argument("--data", required=True, help="an exported dataset directory")
+    t.add_argument("--out", default=str(model.WEIGHTS), help="weights file (.npz)")
+    t.add_argument("--steps", type=int, default=300)
+    t.add_argument("--lr", type=float, default=3e-3)
+    t.add_argument("--seed", type=int, default=0)
+    e = sub.add_parser("eval", help="Kendall tau / OPA per split vs XLA cost analysis and the roofline")
+    e.add_argument("--data", required=True)
+    e.add_argument("--weights", default=None, help="default: the weights shipped in the package")
+
+
+def baseline_scores(c: dict) -> dict[str, np.ndarray]:
+    """Analytic predictions for a program's candidates: XLA flops + bytes, and the roofline estimate."""
+    from shlo_env.search.cost_model import MACHINE, roofline
+
+    xla = c["flops"] + c["bytes"]
+    roof = np.array([roofline({"flops": f, "bytes": b, "transcendentals": 0.0 if math.isnan(t) else t},
+                              MACHINE["cpu"]) for f, b, t in zip(c["flops"], c["bytes"], c["transcendentals"])])
+    return {"xla_cost_analysis": np.nan_to_num(xla, nan=np.inf), "roofline": roof}
+
+
+def evaluate(data: str, weights=None) -> dict:
+    params, norm, info = model.load(weights)
+    out = {"weights": info}
+    for name in dataset.SPLITS:
+        try:
+            split = dataset.load(data, name)
+        except dataset.DatasetError:
+            continue
+        if not len(split):
+            out[name] = {"programs": 0}
+            continue
+        batch = model.batch_from_split(split)
+        pred = model.predict(params, norm, batch)
+        by = {"learned": [], "xla_cost_analysis": [], "roofline": []}
+        for p in range(len(split)):
+            c = split.candidates(p)
+            mine = (batch.copy_program == p) & ~batch.copy_is_original
+            by["learned"].append((pred[mine], c["ratio"]))
+            for k, s in baseline_scores(c).items():
+                by[k].append((s, c["ratio"]))
+        out[name] = {k: metrics.per_program(v) for k, v in by.items()}
+        out[name]["candidates"] = split.num_candidates
+    return out
+
+
+def run(args) -> int:
+    if args.action == "train":
+        train = dataset.load(args.data, "train")
+        started = time.perf_counter()
+        batch = model.batch_from_split(train)
+        params, norm, losses = model.train(batch, steps=args.steps, lr=args.lr, seed=args.seed, log=print)
+        info = {"data": str(args.data), "programs": len(train), "candidates": train.num_candidates,
+                "steps": args.steps, "lr": args.lr, "seed": args.seed, "final_loss": losses[-1],
+                "first_loss": losses[0], "train_s": round(time.perf_counter() - started, 1),
+                "format_version": dataset.FORMAT_VERSION}
+        model.save(args.out, params, norm, info)
+        print(json.dumps(info, indent=1))
+        return 0
+    print(json.dumps(evaluate(args.data, args.weights), indent=1))
+    return 0

@@ -1,0 +1,211 @@
+"""A small graph network that scores candidates of one program (plain JAX, no flax/optax).
+
+The input is the *augmented* program's graph (`shlo_env.observe`) and one decision vector,
+given as the mask of nodes that vector keeps live (`observe.live_nodes`): every candidate of a
+program shares the graph, only the mask differs, so the alternative structure is seen directly.
+
+    h0   = tanh(norm(x) @ W_in + E[opcode])                 x: observe.NODE_FEATURES (shapes, dtype, sizes, choice)
+    h_l  = tanh(h @ W_self + (sum over live in-edges h_src) @ W_in_msg + (sum over out-edges h_dst) @ W_out_msg)
+    s    = sum over live nodes of MLP(h_L)                    predicted log runtime (up to a per-program constant)
+
+Trained with a pairwise logistic ranking loss over pairs of one program's candidates whose
+measured ratios differ by more than `min_gap` (log scale): only the order within a program is
+learned, as in the TpuGraphs ranking setup.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from shlo_env.observe import OP_VOCAB
+
+HIDDEN = 32
+LAYERS = 2
+WEIGHTS = Path(__file__).parent / "weights.npz"
+
+
+@dataclasses.dataclass
+class Batch:
+    """Many (program, candidate) graph copies flattened into one graph: node i of copy c is a row."""
+    x: np.ndarray          # (M, F) float32 node features
+    opcode: np.ndarray     # (M,) int32
+    live: np.ndarray       # (M,) float32 1 for live nodes of the copy
+    copy: np.ndarray       # (M,) int32 copy index of each node
+    src: np.ndarray        # (D,) int32
+    dst: np.ndarray        # (D,) int32
+    num_copies: int
+    copy_program: np.ndarray  # (num_copies,) int32 program of each copy
+    copy_ratio: np.ndarray    # (num_copies,) measured ratio (1.0 for the original)
+    copy_is_original: np.ndarray  # (num_copies,) bool
+
+
+def batch_from_split(split, programs=None) -> Batch:
+    """Every candidate of the chosen programs (and each program's original) as graph copies."""
+    a = split.arrays
+    xs, ops, lives, copies, srcs, dsts, cp, cr, co = [], [], [], [], [], [], [], [], []
+    base = 0
+    for p in (range(len(split)) if programs is None else programs):
+        n0, n1 = int(a["node_offsets"][p]), int(a["node_offsets"][p + 1])
+        e0, e1 = int(a["edge_offsets"][p]), int(a["edge_offsets"][p + 1])
+        c = split.candidates(p)
+        masks = [a["orig_live"][n0:n1]] + list(c["live"])
+        ratios = [1.0] + list(c["ratio"])
+        for k, (m, r) in enumerate(zip(masks, ratios)):
+            xs.append(a["node_features"][n0:n1])
+            ops.append(a["node_opcode"][n0:n1])
+            lives.append(m.astype(np.float32))
+            copies.append(np.full(n1 - n0, len(cp), np.int32))
+            srcs.append(a["edge_src"][e0:e1] + base)
+            dsts.append(a["edge_dst"][e0:e1] + base)
+            cp.append(p)
+            cr.append(r)
+            co.append(k == 0)
+            base += n1 - n0
+    return _batch(xs, ops, lives, copies, srcs, dsts, cp, cr, co)
+
+
+def _batch(xs, ops, lives, copies, srcs, dsts, cp, cr, co) -> Batch:
+    cat = lambda v, dt, w=None: (np.concatenate(v).astype(dt) if v else np.zeros((0,) if w is None else (0, w), dt))  # noqa: E731
+    return Batch(cat(xs, np.float32, len(xs[0][0]) if xs else 1), cat(ops, np.int32), cat(lives, np.float32),
+                 cat(copies, np.int32), cat(srcs, np.int32), cat(dsts, np.int32), len(cp),
+                 np.asarray(cp, np.int32), np.asarray(cr, np.float64), np.asarray(co, bool))
+
+
+def init_params(key, num_features: int, hidden: int = HIDDEN, layers: int = LAYERS) -> dict:
+    ks = iter(jax.random.split(key, 4 + 3 * layers))
+    glorot = lambda k, i, o: jax.random.normal(k, (i, o)) * math.sqrt(1.0 / i)  # noqa: E731
+    p = {"w_in": glorot(next(ks), num_features, hidden), "emb": 0.1 * jax.random.normal(next(ks), (len(OP_VOCAB), hidden)),
+         "b_in": jnp.zeros(hidden), "w_r1": glorot(next(ks), hidden, hidden), "b_r1": jnp.zeros(hidden),
+         "w_r2": glorot(next(ks), hidden, 1)}
+    for i in range(layers):
+        p[f"w_self{i}"] = glorot(next(ks), hidden, hidden)
+        p[f"w_min{i}"] = glorot(next(ks), hidden, hidden) * 0.5
+        p[f"w_mout{i}"] = glorot(next(ks), hidden, hidden) * 0.5
+        p[f"b{i}"] = jnp.zeros(hidden)
+    return p
+
+
+def scores(params: dict, norm: tuple, x, opcode, live, copy, src, dst, num_copies: int):
+    """(num_copies,) predicted log runtime of each copy (comparable only within a program)."""
+    mean, std = norm
+    h = jnp.tanh(((x - mean) / std) @ params["w_in"] + params["emb"][opcode] + params["b_in"])
+    w = live[src] * live[dst]  # an edge carries a message only between live nodes
+    layers = sum(1 for k in params if k.startswith("w_self"))
+    for i in range(layers):
+        m_in = jax.ops.segment_sum(h[src] * w[:, None], dst, num_segments=h.shape[0])
+        m_out = jax.ops.segment_sum(h[dst] * w[:, None], src, num_segments=h.shape[0])
+        h = jnp.tanh(h @ params[f"w_self{i}"] + m_in @ params[f"w_min{i}"] + m_out @ params[f"w_mout{i}"]
+                     + params[f"b{i}"])
+    per_node = jnp.tanh(h @ params["w_r1"] + params["b_r1"]) @ params["w_r2"]
+    return jax.ops.segment_sum(per_node[:, 0] * live, copy, num_segments=num_copies)
+
+
+def ranking_pairs(batch: Batch, min_gap: float = 0.02) -> tuple[np.ndarray, np.ndarray]:
+    """(faster, slower) copy indices: pairs of one program whose log ratios differ by > min_gap."""
+    fast, slow = [], []
+    logr = np.log(batch.copy_ratio)
+    for p in np.unique(batch.copy_program):
+        idx = np.nonzero(batch.copy_program == p)[0]
+        for i in idx:
+            for j in idx:
+                if logr[i] + min_gap < logr[j]:
+                    fast.append(i)
+                    slow.append(j)
+    return np.asarray(fast, np.int32), np.asarray(slow, np.int32)
+
+
+def pair_loss(params, norm, batch_arrays, num_copies, fast, slow):
+    s = scores(params, norm, *batch_arrays, num_copies)
+    return jnp.mean(jax.nn.softplus(s[fast] - s[slow]))  # want s[fast] < s[slow]
+
+
+def arrays(batch: Batch) -> tuple:
+    return (jnp.asarray(batch.x), jnp.asarray(batch.opcode), jnp.asarray(batch.live), jnp.asarray(batch.copy),
+            jnp.asarray(batch.src), jnp.asarray(batch.dst))
+
+
+def train(batch: Batch, *, steps: int = 300, lr: float = 3e-3, seed: int = 0, min_gap: float = 0.02,
+          hidden: int = HIDDEN, layers: int = LAYERS, log=None) -> tuple[dict, tuple, list[float]]:
+    """Full-batch Adam on the pairwise loss; returns (params, norm, losses)."""
+    fast, slow = ranking_pairs(batch, min_gap)
+    if len(fast) == 0:
+        raise ValueError("no candidate pairs with different measured ratios: nothing to rank")
+    mean = batch.x.mean(axis=0)
+    std = batch.x.std(axis=0) + 1e-3
+    norm = (jnp.asarray(mean), jnp.asarray(std))
+    params = init_params(jax.random.PRNGKey(seed), batch.x.shape[1], hidden, layers)
+    arr = arrays(batch)
+    grad = jax.jit(jax.value_and_grad(pair_loss), static_argnums=(3,))
+    m = jax.tree_util.tree_map(jnp.zeros_like, params)
+    v = jax.tree_util.tree_map(jnp.zeros_like, params)
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    losses = []
+    f, sl = jnp.asarray(fast), jnp.asarray(slow)
+    for t in range(1, steps + 1):
+        loss, g = grad(params, norm, arr, batch.num_copies, f, sl)
+        m = jax.tree_util.tree_map(lambda a, b: b1 * a + (1 - b1) * b, m, g)
+        v = jax.tree_util.tree_map(lambda a, b: b2 * a + (1 - b2) * b * b, v, g)
+        params = jax.tree_util.tree_map(
+            lambda p, a, b: p - lr * (a / (1 - b1 ** t)) / (jnp.sqrt(b / (1 - b2 ** t)) + eps), params, m, v)
+        losses.append(float(loss))
+        if log and (t % 50 == 0 or t == 1):
+            log(f"step {t}: loss {float(loss):.4f}")
+    return params, norm, losses
+
+
+def predict(params, norm, batch: Batch) -> np.ndarray:
+    return np.asarray(scores(params, norm, *arrays(batch), batch.num_copies))
+
+
+def save(path, params: dict, norm: tuple, info: dict | None = None) -> Path:
+    import json
+
+    out = {f"param/{k}": np.asarray(v, np.float32) for k, v in params.items()}
+    out["norm/mean"], out["norm/std"] = np.asarray(norm[0], np.float32), np.asarray(norm[1], np.float32)
+    out["info"] = np.asarray(json.dumps(info or {}))
+    np.savez_compressed(path, **out)
+    return Path(path)
+
+
+def load(path=None) -> tuple[dict, tuple, dict]:
+    """(params, norm, info) from an .npz written by `save` (default: the weights shipped in the package)."""
+    import json
+
+    path = Path(path) if path is not None else WEIGHTS
+    if not path.exists():
+        raise FileNotFoundError(f"no learned weights at {path} (train with `shlo-env learn train`)")
+    with np.load(path) as z:
+        params = {k[len("param/"):]: jnp.asarray(z[k]) for k in z.files if k.startswith("param/")}
+        norm = (jnp.asarray(z["norm/mean"]), jnp.asarray(z["norm/std"]))
+        info = json.loads(str(z["info"]))
+    return params, norm, info
+
+
+_SHIPPED: tuple | None = None
+
+
+def predicted_scores(g, vectors, model_state: tuple | None = None) -> np.ndarray:
+    """Scores (log runtime, up to a constant) of the augmented graph `g` (`observe.graph`) under
+    each rewrite decision vector; `model_state` = `load(...)`, default the shipped weights."""
+    from shlo_env.observe import live_nodes
+
+    global _SHIPPED
+    if model_state is None:
+        if _SHIPPED is None:
+            _SHIPPED = load()
+        model_state = _SHIPPED
+    params, norm, _ = model_state
+    n, k = g.num_nodes, len(vectors)
+    batch = _batch(
+        [g.node_feature_matrix()] * k, [g.node_opcode] * k,
+        [live_nodes(g, v).astype(np.float32) for v in vectors],
+        [np.full(n, c, np.int32) for c in range(k)],
+        [g.edge_src + c * n for c in range(k)], [g.edge_dst + c * n for c in range(k)],
+        list(range(k)), [1.0] * k, [False] * k)
+    return predict(params, norm, batch)

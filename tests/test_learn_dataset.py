@@ -1,0 +1,112 @@
+"""The measurement dataset: bounded candidate sets, a resumable build, a split without leakage."""
+
+import json
+
+import numpy as np
+import pytest
+
+from shlo_env import observe
+from shlo_env.learn import dataset
+
+
+def test_split_is_stable_and_validated():
+    assert dataset.split_of("linen_mlp_train") == dataset.split_of("linen_mlp_train")
+    names = [f"prog{i}" for i in range(300)]
+    counts = {s: sum(dataset.split_of(n) == s for n in names) for s in dataset.SPLITS}
+    assert all(c > 30 for c in counts.values()), counts  # 60/20/20 roughly
+    assert {dataset.split_of(n, (1.0, 0.0, 0.0)) for n in names} == {"train"}
+    with pytest.raises(dataset.DatasetError):
+        dataset.split_of("x", (0.5, 0.5, 0.5))
+
+
+def test_candidate_vectors_are_bounded_unique_and_never_the_original():
+    small = dataset.candidate_vectors([2, 3], 10, seed=0)
+    assert len(small) == 5 and [0, 0] not in small  # every vector but the all-zero one
+    big = dataset.candidate_vectors([3] * 12, 7, seed=0)
+    assert len(big) == 7 and len({tuple(v) for v in big}) == 7 and all(any(v) for v in big)
+    assert big[0] == [1] * 12  # pick-first comes first
+    assert dataset.candidate_vectors([3] * 12, 7, seed=0) == big  # seeded
+    with pytest.raises(dataset.DatasetError):
+        dataset.candidate_vectors([2], 0, seed=0)
+
+
+def test_interleave_sources_covers_sources_first():
+    from shlo_env import corpus
+
+    entries = dataset.interleave_sources(corpus.entries("inst-10-20"))
+    first = [dataset.source_of(e) for e in entries[:5]]
+    assert len(set(first)) == 5
+    assert sorted(e.uri for e in entries) == sorted(e.uri for e in corpus.entries("inst-10-20"))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("learn_ds")
+    db = tmp / "db.sqlite"
+    kw = dict(datasets=["inst-10-20"], db_path=db, max_programs=4, max_candidates=2, runs=3,
+              min_seconds=0.01, max_seconds=120, log=lambda *_: None)
+    first = dataset.build(**kw)
+    again = dataset.build(**kw)
+    return tmp, db, first, again
+
+
+def test_build_measures_and_resumes(built):
+    _, _, first, again = built
+    assert first["measured"] + first["failed"] > 0
+    assert again["measured"] == again["failed"] == 0  # everything was already there
+    assert again["skipped"] == first["measured"] + first["failed"] + first["skipped"]
+
+
+def test_export_splits_by_source_and_loads_graphs(built):
+    tmp, db, _, _ = built
+    out = tmp / "export"
+    summary = dataset.export(out, db_path=db, fractions=(0.34, 0.33, 0.33))
+    assert sum(s["candidates"] for s in summary.values()) > 0
+    sources = {}
+    for split in dataset.SPLITS:
+        meta = json.loads((out / f"{split}.json").read_text())
+        assert meta["format_version"] == dataset.FORMAT_VERSION
+        for p in meta["programs"]:
+            sources.setdefault(p["source"], set()).add(split)
+            assert dataset.split_of(p["source"], (0.34, 0.33, 0.33)) == split
+    assert all(len(s) == 1 for s in sources.values()), sources  # no source in two splits
+    split = next(dataset.load(out, s) for s in dataset.SPLITS if summary[s]["programs"])
+    g = split.graph(0)
+    assert isinstance(g, observe.Graph)
+    c = split.candidates(0)
+    assert c["decisions"].shape == (split.programs[0]["num_candidates"], g.num_alternatives)
+    assert c["live"].shape == (len(c["ratio"]), g.num_nodes)
+    assert np.all(c["ratio"] > 0) and np.all(np.isfinite(c["ratio"]))
+    # the stored live mask is what observe.live_nodes says for that decision vector
+    assert np.array_equal(c["live"][0], observe.live_nodes(g, c["decisions"][0]))
+
+
+def test_load_rejects_missing_and_unknown(tmp_path):
+    with pytest.raises(dataset.DatasetError):
+        dataset.load(tmp_path, "train")
+    with pytest.raises(dataset.DatasetError):
+        dataset.load(tmp_path, "holdout")
+
+
+def test_eval_reports_model_and_baselines_on_the_same_programs(built):
+    from shlo_env.learn import learn_cli
+
+    tmp, db, _, _ = built
+    out = tmp / "export_eval"
+    summary = dataset.export(out, db_path=db, fractions=(1.0, 0.0, 0.0))
+    report = learn_cli.evaluate(str(out))  # the shipped weights
+    assert report["train"]["candidates"] == summary["train"]["candidates"]
+    methods = {"learned", "xla_cost_analysis", "roofline"}
+    assert methods <= set(report["train"])
+    assert len({report["train"][m]["programs"] for m in methods}) == 1  # same programs for all three
+    assert report["val"] == {"programs": 0}
+
+
+def test_shipped_export_loads():
+    from pathlib import Path
+
+    data = Path(__file__).parent.parent / "data" / "learned-v1"
+    split = dataset.load(data, "test")
+    assert len(split) > 0 and split.num_candidates == sum(p["num_candidates"] for p in split.programs)
+    assert set(p["source"] for p in split.programs).isdisjoint(
+        p["source"] for p in dataset.load(data, "train").programs)

@@ -1,0 +1,86 @@
+"""The learned ranking model: metrics, training on a synthetic ranking, weights that round-trip."""
+
+import math
+
+import numpy as np
+import pytest
+
+from shlo_env import observe
+from shlo_env.learn import metrics, model
+
+
+def test_metrics_on_known_orders():
+    t = np.array([1.0, 1.2, 1.5, 2.0])
+    assert metrics.kendall_tau(t, t) == pytest.approx(1.0)
+    assert metrics.kendall_tau(-t, t) == pytest.approx(-1.0)
+    assert metrics.opa(t, t) == 1.0 and metrics.opa(-t, t) == 0.0
+    assert metrics.opa(np.zeros(4), t) == 0.5  # ties in the prediction count half
+    assert math.isnan(metrics.kendall_tau(t, np.ones(4)))  # nothing to rank
+    assert metrics.per_program([(t, t), (-t, t), (t, np.ones(4))])["programs"] == 2
+
+
+MUL = observe.OP_IDS["stablehlo.multiply"]
+
+
+def synthetic_batch(num_programs: int, seed: int) -> model.Batch:
+    """Chains of 12 nodes with random op kinds; each candidate keeps a random subset live, and its
+    'runtime' grows with the live multiplies (and a little with the live node count)."""
+    rng = np.random.default_rng(seed)
+    xs, ops, lives, copies, srcs, dsts, cp, cr, co = [], [], [], [], [], [], [], [], []
+    base = 0
+    nf = len(observe.NODE_FEATURES)
+    for p in range(num_programs):
+        n = 12
+        op = rng.choice([MUL, observe.OP_IDS["stablehlo.add"], observe.OP_IDS["stablehlo.reshape"]], size=n)
+        x = np.zeros((n, nf), np.float32)  # only the op kinds and the live mask carry the signal
+        for k in range(6):
+            live = (rng.random(n) < 0.6).astype(np.float32) if k else np.ones(n, np.float32)
+            xs.append(x), ops.append(op), lives.append(live)
+            copies.append(np.full(n, len(cp), np.int32))
+            srcs.append(np.arange(n - 1, dtype=np.int32) + base), dsts.append(np.arange(1, n, dtype=np.int32) + base)
+            cp.append(p)
+            cr.append(math.exp(0.2 * float(live[op == MUL].sum()) + 0.01 * float(live.sum())))
+            co.append(k == 0)
+            base += n
+    return model._batch(xs, ops, lives, copies, srcs, dsts, cp, cr, co)
+
+
+def test_training_recovers_a_synthetic_ranking(tmp_path):
+    train = synthetic_batch(24, seed=0)
+    params, norm, losses = model.train(train, steps=150, lr=1e-2, seed=0)
+    assert losses[-1] < 0.5 * losses[0]
+    held_out = synthetic_batch(12, seed=1)
+    pred = model.predict(params, norm, held_out)
+    per = [(pred[held_out.copy_program == p], held_out.copy_ratio[held_out.copy_program == p]) for p in range(12)]
+    assert metrics.per_program(per)["kendall_tau"] > 0.7
+    # weights round-trip through the .npz format
+    path = model.save(tmp_path / "w.npz", params, norm, {"note": "test"})
+    p2, n2, info = model.load(path)
+    assert info == {"note": "test"}
+    np.testing.assert_allclose(model.predict(p2, n2, held_out), pred, rtol=1e-5, atol=1e-5)
+
+
+def test_training_without_ranked_pairs_is_an_error():
+    b = synthetic_batch(2, seed=0)
+    b.copy_ratio[:] = 1.0
+    with pytest.raises(ValueError, match="nothing to rank"):
+        model.train(b, steps=1)
+
+
+def test_missing_weights_file_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="learn train"):
+        model.load(tmp_path / "none.npz")
+
+
+def test_shipped_weights_resolve_inside_the_package_and_load():
+    import importlib.resources
+
+    import shlo_env
+
+    shipped = importlib.resources.files("shlo_env") / "learn" / "weights.npz"
+    assert shipped.is_file() and model.WEIGHTS.samefile(str(shipped))
+    assert model.WEIGHTS.stat().st_size <= 5 * 2**20
+    params, norm, info = model.load()
+    assert info["format_version"] >= 1 and info["final_loss"] < info["first_loss"]
+    assert params["w_in"].shape[0] == len(observe.NODE_FEATURES) == norm[0].shape[0]
+    assert shlo_env.__file__  # the package that the weights were resolved in
