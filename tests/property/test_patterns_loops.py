@@ -16,10 +16,10 @@ BODIES = [
 ]
 
 
-def _loop(min_trips):
+def _loop(min_trips, max_trips=12):
     def build(draw):
         s = draw(shapes(1, 2))
-        n = draw(st.integers(min_trips, 12))
+        n = draw(st.integers(min_trips, max_trips))
         start = draw(st.integers(0, 2))
         body = draw(st.sampled_from(BODIES))
         if draw(st.booleans()):
@@ -58,10 +58,42 @@ def _packed_state(draw):
     return fn, [(m,)] * k
 
 
+def _dead_carry(draw):
+    s = draw(shapes(1, 2))
+    n = draw(st.integers(0, 6))
+    body = draw(st.sampled_from(BODIES))
+
+    def fn(x, d):
+        def step(i, carry):
+            c, dead = carry
+            return body(i, c), dead * 0.5 + jnp.sin(c)  # dead reads c; nothing reads dead
+        return jax.lax.fori_loop(0, n, step, (x, d))[0]
+
+    return fn, [s, s]
+
+
+def _independent_loops(draw):
+    s = draw(shapes(1, 2))
+    n = draw(st.integers(0, 6))
+    f, g = draw(st.sampled_from(BODIES)), draw(st.sampled_from(BODIES))
+    shift = draw(st.integers(0, 2))  # a different start: only the trip count must agree
+
+    def fn(x, y):
+        a = jax.lax.fori_loop(0, n, f, x)
+        b = jax.lax.fori_loop(shift, shift + n, g, y * 2.0)
+        return a, b * a if draw_uses_a else b
+
+    draw_uses_a = draw(st.booleans())  # a user of the first loop between or after: still fusable
+    return fn, [s, s]
+
+
 CASES = {
     L.WhileUnroll2: _loop(4),
     L.WhileUnroll4: _loop(8),
     L.WhileUnrollFull: _loop(1),
+    L.WhileUnroll8: _loop(16, 24),
+    L.WhileDropDeadCarry: _dead_carry,
+    L.WhileFuse: _independent_loops,
     L.WhileHoistInvariant: _hoist,
     L.WhileUnpackConcatState: _packed_state,
 }
@@ -71,3 +103,41 @@ CASES = {
 def test_pattern(pattern):
     res = check_pattern(pattern, programs(CASES[pattern]), max_examples=50)
     assert res.num_alternatives >= 25, f"{pattern.name} fired on only {res.num_alternatives} of 50 programs"
+
+
+def _loop_program(body_extra: str):
+    from shlo_env.import_ import load
+    return load(f"""
+func.func @main(%x: tensor<4xf32>, %d: tensor<4xf32>) -> tensor<4xf32> {{
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:3 = stablehlo.while(%i = %c0, %a = %x, %b = %d) : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+    cond {{
+      %n = stablehlo.constant dense<3> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    }} do {{
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %j = stablehlo.add %i, %one : tensor<i32>
+      %a2 = stablehlo.sine %a : tensor<4xf32>
+      {body_extra}
+      stablehlo.return %j, %a2, %b2 : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+    }}
+  return %r#1 : tensor<4xf32>
+}}""")
+
+
+def test_dead_carry_found_and_effectful_loops_left_alone():
+    from shlo_env import driver
+
+    pure = _loop_program("%b2 = stablehlo.add %b, %a : tensor<4xf32>")
+    stats = driver.AugmentStats()
+    driver.augment(pure, [L.WhileDropDeadCarry()], stats=stats)
+    assert stats.recorded["while_drop_dead_carry"] == 1
+    # An RNG op in the body: the loop's work must not be dropped (nor fused, nor hoisted).
+    rng = _loop_program("""%st = stablehlo.constant dense<0> : tensor<2xui64>
+      %s2, %bits = stablehlo.rng_bit_generator %st, algorithm = DEFAULT : (tensor<2xui64>) -> (tensor<2xui64>, tensor<4xui32>)
+      %bf = stablehlo.convert %bits : (tensor<4xui32>) -> tensor<4xf32>
+      %b2 = stablehlo.add %b, %bf : tensor<4xf32>""")
+    stats = driver.AugmentStats()
+    driver.augment(rng, [L.WhileDropDeadCarry(), L.WhileFuse(), L.WhileHoistInvariant()], stats=stats)
+    assert not stats.recorded
