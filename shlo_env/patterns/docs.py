@@ -18,6 +18,7 @@ FAMILY_TITLES = {
     "algebraic": "Arithmetic identities", "shape": "Shape", "dot": "Dot / linear algebra",
     "slicing": "Slice / concatenate / pad", "reduce": "Reduce", "convert": "Convert",
     "select": "Select / compare", "loops": "Loops", "fusion": "Fusion boundaries",
+    "batching": "Horizontal batching",
 }
 _KEYWORDS = (" when ", ", when ", ", offered ", " offered ", " for ", "; ", ": ")
 

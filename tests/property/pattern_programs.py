@@ -68,3 +68,14 @@ def text_programs(template: str, **params: st.SearchStrategy) -> st.SearchStrate
 def shape_text(shape) -> str:
     """`2x3x` for (2, 3), `` for ()."""
     return "".join(f"{d}x" for d in shape)
+
+
+def check_targeted(pattern, build, max_examples: int = 50, **kwargs):
+    """`check_pattern` on `programs(build)`, also asserting the pattern fired on at least half
+    of the drawn programs (a targeted test whose programs rarely match tests little)."""
+    from shlo_env.testing import check_pattern
+
+    res = check_pattern(pattern, programs(build), max_examples=max_examples, **kwargs)
+    assert 2 * res.num_alternatives >= max_examples, \
+        f"{pattern.name} fired on only {res.num_alternatives} of {max_examples} programs"
+    return res

@@ -4,7 +4,7 @@ import importlib
 
 from shlo_env.patterns import Numerics, all_patterns, default_patterns
 
-FAMILIES = ["algebraic", "shape", "dot", "slicing", "reduce", "convert", "select", "loops", "fusion"]
+FAMILIES = ["algebraic", "shape", "dot", "slicing", "reduce", "convert", "select", "loops", "fusion", "batching"]
 
 
 def _tested():
