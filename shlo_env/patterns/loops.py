@@ -342,22 +342,26 @@ class WhileDropDeadCarry(Pattern):
         return _loop_match(op, live=sorted(live))
 
     def rewrite(self, b, m):
-        env = _env(m)
-        keep = m.live
+        kept = _subset_loop(b, m, m.live)
+        # Dead results have no users; any value of their type will do.
+        return [kept.get(j, v) for j, v in enumerate(m.inits)]
 
-        def full(args):  # the old loop's carried values; dead ones read their (unused) inits
-            vals = list(m.inits)
-            for j, a in zip(keep, args):
-                vals[j] = a
-            return vals
 
-        out = b.while_([m.inits[j] for j in keep],
-                       lambda bb, args: bb.inline(_cond_block(m), full(args), env)[0],
-                       lambda bb, args: [bb.inline(_body_block(m), full(args), env)[j] for j in keep])
-        result = list(m.inits)  # dead results have no users; any value of their type will do
-        for j, v in zip(keep, out):
-            result[j] = v
-        return result
+def _subset_loop(b, m, keep: list[int]) -> dict:
+    """A copy of the matched loop carrying only the indices `keep` (which must not read the
+    others); returns {index: result}. The others' reads see their (unused) initial values."""
+    env = _env(m)
+
+    def full(args):
+        vals = list(m.inits)
+        for j, a in zip(keep, args):
+            vals[j] = a
+        return vals
+
+    out = b.while_([m.inits[j] for j in keep],
+                   lambda bb, args: bb.inline(_cond_block(m), full(args), env)[0],
+                   lambda bb, args: [bb.inline(_body_block(m), full(args), env)[j] for j in keep])
+    return dict(zip(keep, out))
 
 
 def _fusable_partner(op):
@@ -411,3 +415,66 @@ class WhileFuse(Pattern):
         # Equal trip counts: the first loop's condition decides for both.
         return b.while_(list(m.inits) + list(m.other_inits),
                         lambda bb, args: bb.inline(_cond_block(m), args[:n], env_a)[0], body)
+
+
+def _independent_groups(op) -> tuple[list[int], list[list[int]]] | None:
+    """(shared, groups): the carried values every copy of the loop carries (what the condition
+    reads, i.e. the counter, and values passed through unchanged) and the groups of the others
+    that never read each other in the body; None for a side-effecting body or a condition that
+    reads more than a self-contained counter."""
+    if not is_pure(op):
+        return None
+    n = len(op.operands)
+    with FlatBody(op) as body:
+        index = {a: j for j, a in enumerate(body.args)}
+        reads = [{index[a] for a in _arg_deps(r, set(body.args), body.block)} for r in body.results]
+        passed = {j for j, (a, r) in enumerate(zip(body.args, body.results)) if a == r}
+    cond = _cond_uses(op)
+    if any(not reads[j] <= cond | passed for j in cond):
+        return None
+    shared = cond | passed
+    parent = list(range(n))
+
+    def root(j):
+        while parent[j] != j:
+            j = parent[j]
+        return j
+
+    for j in range(n):
+        if j not in shared:
+            for k in reads[j] - shared:
+                parent[root(k)] = root(j)
+    groups: dict[int, list[int]] = {}
+    for j in range(n):
+        if j not in shared:
+            groups.setdefault(root(j), []).append(j)
+    return sorted(shared), list(groups.values())
+
+
+@register
+class WhileSplit(Pattern):
+    """while(i, a, b){a' = f(i, a); b' = g(i, b)} -> while(i, a){a' = f(i, a)}, while(i, b){b' = g(i, b)}:
+    carried values that never read each other go into loops of their own (loop fission), each
+    with its own copy of the counter; the converse of while_fuse."""
+
+    root = "stablehlo.while"
+
+    def match(self, op):
+        found = _independent_groups(op)
+        if found is None:
+            return None
+        shared, groups = found
+        used = [g for g in groups if any(next(iter(op.results[j].uses), None) is not None for j in g)]
+        if len(used) < 2:
+            return None  # splitting off only unused values: while_drop_dead_carry's job
+        for g in groups:  # unused groups ride along with the first used one
+            if g not in used:
+                used[0] = used[0] + g
+        return _loop_match(op, shared=shared, groups=used)
+
+    def rewrite(self, b, m):
+        out = {}
+        for group in m.groups:
+            loop = _subset_loop(b, m, sorted(m.shared + group))
+            out.update({j: v for j, v in loop.items() if j in group or j not in out})
+        return [out[j] for j in range(len(m.inits))]

@@ -87,6 +87,22 @@ def _independent_loops(draw):
     return fn, [s, s]
 
 
+def _independent_state(draw):
+    s = draw(shapes(1, 2))
+    n = draw(st.integers(0, 6))
+    f, g = draw(st.sampled_from(BODIES)), draw(st.sampled_from(BODIES))
+    with_dead = draw(st.booleans())
+
+    def fn(x, y):
+        def step(i, carry):
+            a, b, d = carry
+            return f(i, a), g(i, b), d + jnp.sum(a)  # d reads a: groups {a, d} and {b}
+        a, b, d = jax.lax.fori_loop(0, n, step, (x, y * 2.0, jnp.zeros((1,), x.dtype)))
+        return (a, b) if with_dead else (a, b, d)
+
+    return fn, [s, s]
+
+
 CASES = {
     L.WhileUnroll2: _loop(4),
     L.WhileUnroll4: _loop(8),
@@ -94,6 +110,7 @@ CASES = {
     L.WhileUnroll8: _loop(16, 24),
     L.WhileDropDeadCarry: _dead_carry,
     L.WhileFuse: _independent_loops,
+    L.WhileSplit: _independent_state,
     L.WhileHoistInvariant: _hoist,
     L.WhileUnpackConcatState: _packed_state,
 }
@@ -138,11 +155,11 @@ def test_dead_carry_found_and_effectful_loops_left_alone():
       %bf = stablehlo.convert %bits : (tensor<4xui32>) -> tensor<4xf32>
       %b2 = stablehlo.add %b, %bf : tensor<4xf32>""")
     stats = driver.AugmentStats()
-    driver.augment(rng, [L.WhileDropDeadCarry(), L.WhileFuse(), L.WhileHoistInvariant()], stats=stats)
+    driver.augment(rng, [L.WhileDropDeadCarry(), L.WhileFuse(), L.WhileSplit(), L.WhileHoistInvariant()], stats=stats)
     assert not stats.recorded
 
 
-@pytest.mark.parametrize("pattern", [L.WhileDropDeadCarry, L.WhileFuse], ids=lambda p: p.name)
+@pytest.mark.parametrize("pattern", [L.WhileDropDeadCarry, L.WhileFuse, L.WhileSplit], ids=lambda p: p.name)
 def test_exact_when_compiled_by_xla(pattern):
     """EXACT is a promise about what XLA runs: bitwise equal when both programs are compiled."""
     check_pattern(pattern, programs(CASES[pattern]), max_examples=8, backend="xla")
