@@ -57,6 +57,7 @@ class Row:
     cost_changed: int = 0
     errors: int = 0
     compiled: int = 0
+    ratios: list = dataclasses.field(default_factory=list)  # (program, candidate time / original time)
     examples_changed: set = dataclasses.field(default_factory=set)
     examples_matched: set = dataclasses.field(default_factory=set)
 
@@ -105,8 +106,11 @@ def _spread(items: list, limit: int | None) -> list:
     return [items[int(i * step)] for i in range(limit)]
 
 
-def run(programs, patterns=None, max_candidates: int | None = None, verbose=True) -> dict[str, Row]:
-    """Rows per pattern over `programs` ((name, Program) pairs); see the module docstring."""
+def run(programs, patterns=None, max_candidates: int | None = None, verbose=True,
+        time_runs: int = 0) -> dict[str, Row]:
+    """Rows per pattern over `programs` ((name, Program) pairs); see the module docstring.
+    With `time_runs`, every candidate that changes the executable is also timed side by side
+    with the original (A, B, A, B, ...; random inputs, seed 0) and its time ratio recorded."""
     patterns = patterns if patterns is not None else all_patterns()
     rows = {p.name: Row(p.name, p.numerics.name, family(p)) for p in patterns}
     with Worker(timeout_s=120) as worker:
@@ -123,6 +127,8 @@ def run(programs, patterns=None, max_candidates: int | None = None, verbose=True
             except CandidateError as e:
                 print(f"{name}: original does not compile ({e}); skipped", file=sys.stderr)
                 continue
+            if time_runs:
+                worker.set_inputs(name, runtime.random_inputs(prog.in_specs, 0))
             n = 0
             choices = collections.defaultdict(list)  # pattern -> [(alternatives op, choice)]
             for i, a in enumerate(alts):
@@ -148,6 +154,12 @@ def run(programs, patterns=None, max_candidates: int | None = None, verbose=True
                     if hlo != base_hlo:
                         row.changed += 1
                         row.examples_changed.add(name)
+                        if time_runs:
+                            try:
+                                base_t, cand_t = worker.time([base_text, text], name, runs=time_runs)
+                                row.ratios.append((name, cand_t.full / base_t.full))
+                            except CandidateError as e:
+                                print(f"  {name} #{i} {label}: timing failed ({e})", file=sys.stderr)
                     if any(abs(cost.get(key, 0) - base_cost.get(key, 0)) > 1e-6 * max(1.0, abs(base_cost.get(key, 0)))
                            for key in ("flops", "bytes")):
                         row.cost_changed += 1
@@ -181,8 +193,17 @@ def corpus_table(rows: dict[str, Row]) -> str:
         err = f", {r.errors} failed" if r.errors else ""
         lines.append(f"| `{r.pattern}` | {r.family} | {r.tier.lower()} | {len(r.examples_matched)} | "
                      f"{len(r.examples_changed)} | {r.matches} ({r.compiled} / {r.changed}{err}) | "
-                     f"{', '.join(sorted(r.examples_changed))} |")
+                     f"{_programs_changed(r)} |")
     return "\n".join(lines)
+
+
+def _programs_changed(r: Row) -> str:
+    """The programs where `r` changes the executable, each with its best time ratio (candidate /
+    original; < 1 is faster) when timed."""
+    best: dict[str, float] = {}
+    for name, ratio in r.ratios:
+        best[name] = min(ratio, best.get(name, ratio))
+    return ", ".join(f"{n} ({best[n]:.2f})" if n in best else n for n in sorted(r.examples_changed))
 
 
 def summary(rows: dict[str, Row]) -> str:
@@ -218,6 +239,9 @@ def main(argv=None) -> int:
     ap.add_argument("--patterns", nargs="*", help="only these patterns or families (default: all)")
     ap.add_argument("--max-candidates", type=int, default=None,
                     help="alternatives compiled per pattern and program (default: all; 4 on the corpus)")
+    ap.add_argument("--time", type=int, default=0, metavar="RUNS",
+                    help="also time each candidate that changes the executable against the original, "
+                         "side by side with RUNS interleaved runs (corpus table only)")
     ap.add_argument("--out", default=None, help="markdown file (default: docs/pattern_effectiveness.md, "
                     "docs/pattern_effectiveness_corpus.md with --dataset corpus)")
     args = ap.parse_args(argv)
@@ -228,7 +252,7 @@ def main(argv=None) -> int:
     patterns = select_patterns(args.patterns)
     t0 = time.perf_counter()
     programs = list(corpus_programs(args.programs) if on_corpus else example_programs(args.programs))
-    rows = run(programs, patterns, max_candidates)
+    rows = run(programs, patterns, max_candidates, time_runs=args.time)
     body = corpus_table(rows) if on_corpus else table(rows)
     print(body)
     print()
@@ -240,7 +264,10 @@ def main(argv=None) -> int:
                  f"matches, and on how many applying one of its alternatives alone changes XLA's optimized "
                  f"HLO (compared after renaming instructions by order of appearance). At most "
                  f"{max_candidates} alternatives per pattern and program are compiled (spread over the "
-                 "program), so a program counts as unchanged only for the sample compiled.")
+                 "program), so a program counts as unchanged only for the sample compiled."
+                 + (f" With `--time {args.time}`, each program listed is followed by its best time ratio "
+                    "(candidate / original, side by side; < 1 is faster; one alternative alone, so a "
+                    "ratio near 1 within the machine's noise means no change)." if args.time else ""))
     else:
         intro = ("For each pattern: how many alternatives it records on the example suite "
                  f"(`shlo_env/examples.py`: {', '.join(names)}), and how many of those, applied alone, "
