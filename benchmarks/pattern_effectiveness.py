@@ -1,12 +1,17 @@
-"""Which patterns are real decisions? For every pattern, over the example suite: how often it
-matches, and how often choosing it (that one alternative alone) changes XLA's optimized
-executable.
+"""Which patterns are real decisions? For every pattern, over the example suite or the corpus:
+how often it matches, and how often choosing it (that one alternative alone) changes XLA's
+optimized executable.
 
     python benchmarks/pattern_effectiveness.py [--examples NAME ...] [--out docs/pattern_effectiveness.md]
+    python benchmarks/pattern_effectiveness.py --dataset corpus [--programs NAME ...] \
+        [--patterns NAME_OR_FAMILY ...] [--max-candidates 4] [--out FILE.md]
 
-For each example program: augment with every registered pattern (APPROX included), then for
-each alternative, apply it alone and compile both programs through a `shlo_env.worker.Worker`
-(an XLA crash costs one candidate). The optimized HLO texts are compared after renaming every
+For each program: augment with every registered pattern (APPROX included; `--patterns` narrows
+that to named patterns or families, e.g. `loops batching`), then for each alternative, apply it
+alone and compile both programs through a `shlo_env.worker.Worker` (an XLA crash costs one
+candidate). Compile only, nothing is timed, so the 45-program corpus takes minutes: on the corpus
+at most `--max-candidates` alternatives per pattern and program are compiled (spread over the
+program; matches are all counted), and the table reports programs rather than alternatives. The optimized HLO texts are compared after renaming every
 instruction and computation by order of appearance, so that a rewrite XLA undoes (an identity
 it re-applies, a transpose it folds) counts as "unchanged" even when XLA numbers its
 instructions differently. XLA's cost estimate (flops, bytes accessed) is compared too.
@@ -15,6 +20,7 @@ instructions differently. XLA's cost estimate (flops, bytes accessed) is compare
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import re
 import sys
@@ -22,7 +28,7 @@ import time
 import warnings
 from pathlib import Path
 
-from shlo_env import driver, examples, runtime
+from shlo_env import corpus, driver, examples, runtime
 from shlo_env.import_ import lower
 from shlo_env.patterns import all_patterns
 from shlo_env.worker import CandidateError, Worker
@@ -50,17 +56,66 @@ class Row:
     changed: int = 0
     cost_changed: int = 0
     errors: int = 0
+    compiled: int = 0
+    ratios: list = dataclasses.field(default_factory=list)  # (program, candidate time / original time)
     examples_changed: set = dataclasses.field(default_factory=set)
     examples_matched: set = dataclasses.field(default_factory=set)
 
 
-def run(names=None, verbose=True) -> dict[str, Row]:
+def family(p) -> str:
+    return type(p).__module__.rsplit(".", 1)[-1]
+
+
+def select_patterns(names=None) -> list:
+    """Every registered pattern, or those named (a pattern's name or its family's module name)."""
     patterns = all_patterns()
-    rows = {p.name: Row(p.name, p.numerics.name, type(p).__module__.rsplit(".", 1)[-1]) for p in patterns}
+    if not names:
+        return patterns
+    known = {p.name for p in patterns} | {family(p) for p in patterns}
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise SystemExit(f"unknown patterns or families {unknown}; families: "
+                         f"{', '.join(sorted({family(p) for p in patterns}))}")
+    return [p for p in patterns if p.name in names or family(p) in names]
+
+
+def example_programs(names=None):
+    """(name, Program) for the example suite, lowered on their example arguments."""
+    for ex in examples.suite(names):
+        yield ex.name, lower(ex.fn, *ex.args(0), name=ex.name)
+
+
+def corpus_programs(names=None):
+    """(name, Program) for the embedded corpus (or the entries named)."""
+    entries = corpus.entries("corpus")
+    if names:
+        known = {e.name for e in entries}
+        missing = sorted(set(names) - known)
+        if missing:
+            raise SystemExit(f"unknown corpus programs {missing}; known: {', '.join(sorted(known))}")
+        entries = [e for e in entries if e.name in names]
+    for e in entries:
+        yield e.name, e.load()
+
+
+def _spread(items: list, limit: int | None) -> list:
+    """At most `limit` of `items`, evenly spread (all of them when limit is None)."""
+    if limit is None or len(items) <= limit:
+        return items
+    step = len(items) / limit
+    return [items[int(i * step)] for i in range(limit)]
+
+
+def run(programs, patterns=None, max_candidates: int | None = None, verbose=True,
+        time_runs: int = 0) -> dict[str, Row]:
+    """Rows per pattern over `programs` ((name, Program) pairs); see the module docstring.
+    With `time_runs`, every candidate that changes the executable is also timed side by side
+    with the original (A, B, A, B, ...; random inputs, seed 0) and its time ratio recorded."""
+    patterns = patterns if patterns is not None else all_patterns()
+    rows = {p.name: Row(p.name, p.numerics.name, family(p)) for p in patterns}
     with Worker(timeout_s=120) as worker:
-        for ex in examples.suite(names):
+        for name, prog in programs:
             t0 = time.perf_counter()
-            prog = lower(ex.fn, *ex.args(0), name=ex.name)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 aug = driver.augment(prog, patterns)
@@ -70,15 +125,20 @@ def run(names=None, verbose=True) -> dict[str, Row]:
                 base_hlo = canonical_hlo(worker.optimized_hlo(base_text))
                 base_cost = worker.cost(base_text)
             except CandidateError as e:
-                print(f"{ex.name}: original does not compile ({e}); skipped", file=sys.stderr)
+                print(f"{name}: original does not compile ({e}); skipped", file=sys.stderr)
                 continue
+            if time_runs:
+                worker.set_inputs(name, runtime.random_inputs(prog.in_specs, 0))
             n = 0
+            choices = collections.defaultdict(list)  # pattern -> [(alternatives op, choice)]
             for i, a in enumerate(alts):
                 for k in range(1, a.num_choices):
-                    label = a.labels[k]
-                    row = rows.setdefault(label, Row(label, "?", "?"))
-                    row.matches += 1
-                    row.examples_matched.add(ex.name)
+                    choices[a.labels[k]].append((i, k))
+            for label, picks in choices.items():
+                row = rows.setdefault(label, Row(label, "?", "?"))
+                row.matches += len(picks)
+                row.examples_matched.add(name)
+                for i, k in _spread(picks, max_candidates):
                     vec = [0] * len(alts)
                     vec[i] = k
                     try:
@@ -87,17 +147,24 @@ def run(names=None, verbose=True) -> dict[str, Row]:
                         cost = worker.cost(text)
                     except (CandidateError, driver.ApplyError) as e:
                         row.errors += 1
-                        print(f"  {ex.name} #{i} {label}: {e}", file=sys.stderr)
+                        print(f"  {name} #{i} {label}: {e}", file=sys.stderr)
                         continue
                     n += 1
+                    row.compiled += 1
                     if hlo != base_hlo:
                         row.changed += 1
-                        row.examples_changed.add(ex.name)
+                        row.examples_changed.add(name)
+                        if time_runs:
+                            try:
+                                base_t, cand_t = worker.time([base_text, text], name, runs=time_runs)
+                                row.ratios.append((name, cand_t.full / base_t.full))
+                            except CandidateError as e:
+                                print(f"  {name} #{i} {label}: timing failed ({e})", file=sys.stderr)
                     if any(abs(cost.get(key, 0) - base_cost.get(key, 0)) > 1e-6 * max(1.0, abs(base_cost.get(key, 0)))
                            for key in ("flops", "bytes")):
                         row.cost_changed += 1
             if verbose:
-                print(f"{ex.name}: {len(alts)} alternatives ops, {n} candidates compiled "
+                print(f"{name}: {len(alts)} alternatives ops, {n} candidates compiled "
                       f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return rows
 
@@ -113,6 +180,30 @@ def table(rows: dict[str, Row]) -> str:
         lines.append(f"| `{r.pattern}` | {r.family} | {r.tier.lower()} | {r.matches} | {r.changed}{err} | "
                      f"{r.cost_changed} | {ex} |")
     return "\n".join(lines)
+
+
+def corpus_table(rows: dict[str, Row]) -> str:
+    """Per pattern, counted in corpus programs (a candidate sample per program is compiled)."""
+    lines = ["| pattern | family | tier | programs matched | programs where it changes the executable | "
+             "alternatives (compiled / changed) | programs where it changes the executable |",
+             "|---|---|---|---:|---:|---:|---|"]
+    order = sorted(rows.values(), key=lambda r: (-len(r.examples_changed), -len(r.examples_matched),
+                                                 r.family, r.pattern))
+    for r in order:
+        err = f", {r.errors} failed" if r.errors else ""
+        lines.append(f"| `{r.pattern}` | {r.family} | {r.tier.lower()} | {len(r.examples_matched)} | "
+                     f"{len(r.examples_changed)} | {r.matches} ({r.compiled} / {r.changed}{err}) | "
+                     f"{_programs_changed(r)} |")
+    return "\n".join(lines)
+
+
+def _programs_changed(r: Row) -> str:
+    """The programs where `r` changes the executable, each with its best time ratio (candidate /
+    original; < 1 is faster) when timed."""
+    best: dict[str, float] = {}
+    for name, ratio in r.ratios:
+        best[name] = min(ratio, best.get(name, ratio))
+    return ", ".join(f"{n} ({best[n]:.2f})" if n in best else n for n in sorted(r.examples_changed))
 
 
 def summary(rows: dict[str, Row]) -> str:
@@ -141,27 +232,54 @@ executable."""
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--examples", nargs="*", help="only these examples (default: the whole suite)")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "pattern_effectiveness.md"))
+    ap.add_argument("--dataset", choices=["examples", "corpus"], default="examples",
+                    help="the example suite (default) or the 45-program corpus")
+    ap.add_argument("--examples", "--programs", nargs="*", dest="programs",
+                    help="only these examples / corpus programs (default: all)")
+    ap.add_argument("--patterns", nargs="*", help="only these patterns or families (default: all)")
+    ap.add_argument("--max-candidates", type=int, default=None,
+                    help="alternatives compiled per pattern and program (default: all; 4 on the corpus)")
+    ap.add_argument("--time", type=int, default=0, metavar="RUNS",
+                    help="also time each candidate that changes the executable against the original, "
+                         "side by side with RUNS interleaved runs (corpus table only)")
+    ap.add_argument("--out", default=None, help="markdown file (default: docs/pattern_effectiveness.md, "
+                    "docs/pattern_effectiveness_corpus.md with --dataset corpus)")
     args = ap.parse_args(argv)
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    on_corpus = args.dataset == "corpus"
+    out = args.out or str(docs / ("pattern_effectiveness_corpus.md" if on_corpus else "pattern_effectiveness.md"))
+    max_candidates = args.max_candidates if args.max_candidates is not None else (4 if on_corpus else None)
+    patterns = select_patterns(args.patterns)
     t0 = time.perf_counter()
-    rows = run(args.examples)
-    body = table(rows)
+    programs = list(corpus_programs(args.programs) if on_corpus else example_programs(args.programs))
+    rows = run(programs, patterns, max_candidates, time_runs=args.time)
+    body = corpus_table(rows) if on_corpus else table(rows)
     print(body)
     print()
     print(summary(rows))
-    names = [e.name for e in examples.suite(args.examples)]
-    doc = ("# Pattern effectiveness\n\n"
-           "Generated by `python benchmarks/pattern_effectiveness.py` "
-           f"(platform: {runtime.platform()}; {time.perf_counter() - t0:.0f} s). For each pattern: how many "
-           "alternatives it records on the example suite (`shlo_env/examples.py`: "
-           f"{', '.join(names)}), and how many of those, applied alone, change XLA's optimized HLO "
-           "(compared after renaming instructions by order of appearance) or XLA's cost estimate "
-           "(flops, bytes accessed). A pattern that matches but never changes the executable is "
+    names = [name for name, _ in programs]
+    command = "python benchmarks/pattern_effectiveness.py" + (" " + " ".join(argv) if argv else "")
+    if on_corpus:
+        intro = (f"For each pattern: on how many of the {len(names)} corpus programs (`shlo_env.corpus`) it "
+                 f"matches, and on how many applying one of its alternatives alone changes XLA's optimized "
+                 f"HLO (compared after renaming instructions by order of appearance). At most "
+                 f"{max_candidates} alternatives per pattern and program are compiled (spread over the "
+                 "program), so a program counts as unchanged only for the sample compiled."
+                 + (f" With `--time {args.time}`, each program listed is followed by its best time ratio "
+                    "(candidate / original, side by side; < 1 is faster; one alternative alone, so a "
+                    "ratio near 1 within the machine's noise means no change)." if args.time else ""))
+    else:
+        intro = ("For each pattern: how many alternatives it records on the example suite "
+                 f"(`shlo_env/examples.py`: {', '.join(names)}), and how many of those, applied alone, "
+                 "change XLA's optimized HLO (compared after renaming instructions by order of appearance) "
+                 "or XLA's cost estimate (flops, bytes accessed).")
+    doc = ("# Pattern effectiveness" + (" on the corpus" if on_corpus else "") + "\n\n"
+           f"Generated by `{command}` (platform: {runtime.platform()}; {time.perf_counter() - t0:.0f} s). "
+           + intro + " A pattern that matches but never changes the executable is "
            "one XLA redoes or undoes by itself: not a decision a search can make on this backend.\n\n"
            + summary(rows) + "\n\n" + body + "\n\n" + GPU_NOTE + "\n")
-    Path(args.out).write_text(doc)
-    print(f"\nwritten to {args.out}", file=sys.stderr)
+    Path(out).write_text(doc)
+    print(f"\nwritten to {out}", file=sys.stderr)
     return 0
 
 

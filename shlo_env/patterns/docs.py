@@ -19,6 +19,7 @@ FAMILY_TITLES = {
     "slicing": "Slice / concatenate / pad", "reduce": "Reduce", "convert": "Convert",
     "select": "Select / compare", "loops": "Loops", "fusion": "Fusion boundaries",
     "layout": "Layout motion",
+    "batching": "Horizontal batching",
 }
 _KEYWORDS = (" when ", ", when ", ", offered ", " offered ", " for ", "; ", ": ")
 

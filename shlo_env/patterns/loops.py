@@ -14,8 +14,8 @@ differ from the compiled loop by an ulp. That is XLA reassociating, not the rewr
 from __future__ import annotations
 
 from shlo_env.patterns.base import (
-    FlatBody, Match, Pattern, body_size, captured_values, concat_dim, is_pure, producer, register,
-    shape_of, slice_params, static_trip_count,
+    FlatBody, Match, Pattern, body_size, captured_values, concat_dim, depends_on, is_pure, producer,
+    register, shape_of, slice_params, static_trip_count,
 )
 
 #: Unrolled bodies stay below this many ops (body size x copies).
@@ -281,3 +281,200 @@ class WhileUnpackConcatState(Pattern):
             results = b.while_(inits, lambda bb, args: bb.inline(_cond_block(m), old_view(bb, args), env)[0],
                                new_body)
         return old_view(b, results)
+
+
+@register
+class WhileUnroll8(_Unroll):
+    """while{body} -> while{body x 8} plus n % 8 peeled iterations, for a static trip count n >= 16."""
+
+    factor = 8
+
+
+def _arg_deps(value, args: set, block) -> set:
+    """The block arguments in `args` that `value` is computed from (through nested regions too)."""
+    found, seen, stack = set(), set(), [value]
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if v in args:
+            found.add(v)
+            continue
+        op = producer(v)
+        if op is None:
+            continue
+        op = op.operation
+        stack.extend(op.operands)
+        stack.extend(captured_values(op))
+    return found
+
+
+def _live_carries(op) -> set[int] | None:
+    """Indices of carried values the loop's users or its condition need, closed over the body's
+    data flow; None when the body has side effects (everything stays)."""
+    if not is_pure(op):
+        return None
+    live = _cond_uses(op) | {j for j, r in enumerate(op.results) if next(iter(r.uses), None) is not None}
+    with FlatBody(op) as body:
+        index = {a: j for j, a in enumerate(body.args)}
+        todo = list(live)
+        while todo:
+            j = todo.pop()
+            for a in _arg_deps(body.results[j], set(body.args), body.block):
+                if index[a] not in live:
+                    live.add(index[a])
+                    todo.append(index[a])
+    return live
+
+
+@register
+class WhileDropDeadCarry(Pattern):
+    """while(a, d){a' = f(a); d' = g(a, d)} with d unused after the loop -> while(a){a' = f(a)}:
+    a carried value nothing outside the loop reads (and no live value depends on) is dropped."""
+
+    root = "stablehlo.while"
+
+    def match(self, op):
+        live = _live_carries(op)
+        if live is None or len(live) == len(op.results):
+            return None
+        return _loop_match(op, live=sorted(live))
+
+    def rewrite(self, b, m):
+        kept = _subset_loop(b, m, m.live)
+        # Dead results have no users; any value of their type will do.
+        return [kept.get(j, v) for j, v in enumerate(m.inits)]
+
+
+def _subset_loop(b, m, keep: list[int]) -> dict:
+    """A copy of the matched loop carrying only the indices `keep` (which must not read the
+    others); returns {index: result}. The others' reads see their (unused) initial values."""
+    env = _env(m)
+
+    def full(args):
+        vals = list(m.inits)
+        for j, a in zip(keep, args):
+            vals[j] = a
+        return vals
+
+    out = b.while_([m.inits[j] for j in keep],
+                   lambda bb, args: bb.inline(_cond_block(m), full(args), env)[0],
+                   lambda bb, args: [bb.inline(_body_block(m), full(args), env)[j] for j in keep])
+    return dict(zip(keep, out))
+
+
+def _fusable_partner(op):
+    """The nearest later pure `stablehlo.while` of `op`'s block with the same static trip count
+    that neither reads `op`'s results nor is read by it."""
+    info = static_trip_count(op)
+    if info is None or not is_pure(op):
+        return None
+    block_ops = list(op.operation.block.operations)
+    start = next(i for i, x in enumerate(block_ops) if x.operation == op.operation)
+    for cand in block_ops[start + 1:start + 1 + MAX_FUSE_DISTANCE]:
+        cand = cand.operation
+        if cand.name != "stablehlo.while":
+            continue
+        other = static_trip_count(cand)
+        if other is None or other.trips != info.trips or not is_pure(cand):
+            continue
+        if any(depends_on(v, op) for v in list(cand.operands) + captured_values(cand)):
+            continue
+        return cand.opview
+    return None
+
+
+#: How far (in ops of the block) a second loop to fuse with is looked for.
+MAX_FUSE_DISTANCE = 200
+
+
+@register
+class WhileFuse(Pattern):
+    """while_A{a}, while_B{b} independent, same trip count -> while{a; b}: one loop runs both
+    bodies (loop fusion), so XLA can fuse across them and runs one loop instead of two."""
+
+    root = "stablehlo.while"
+
+    def match(self, op):
+        other = _fusable_partner(op)
+        if other is None:
+            return None
+        return _loop_match(op, roots=list(op.results) + list(other.results), other=other,
+                           other_inits=list(other.operands), other_captured=captured_values(other))
+
+    def rewrite(self, b, m):
+        env_a = _env(m)
+        env_b = dict(zip(captured_values(m.other), m.other_captured))
+        n = len(m.inits)
+        body_b = m.other.operation.regions[1].blocks[0]
+
+        def body(bb, args):
+            return bb.inline(_body_block(m), args[:n], env_a) + bb.inline(body_b, args[n:], env_b)
+
+        # Equal trip counts: the first loop's condition decides for both.
+        return b.while_(list(m.inits) + list(m.other_inits),
+                        lambda bb, args: bb.inline(_cond_block(m), args[:n], env_a)[0], body)
+
+
+def _independent_groups(op) -> tuple[list[int], list[list[int]]] | None:
+    """(shared, groups): the carried values every copy of the loop carries (what the condition
+    reads, i.e. the counter, and values passed through unchanged) and the groups of the others
+    that never read each other in the body; None for a side-effecting body or a condition that
+    reads more than a self-contained counter."""
+    if not is_pure(op):
+        return None
+    n = len(op.operands)
+    with FlatBody(op) as body:
+        index = {a: j for j, a in enumerate(body.args)}
+        reads = [{index[a] for a in _arg_deps(r, set(body.args), body.block)} for r in body.results]
+        passed = {j for j, (a, r) in enumerate(zip(body.args, body.results)) if a == r}
+    cond = _cond_uses(op)
+    if any(not reads[j] <= cond | passed for j in cond):
+        return None
+    shared = cond | passed
+    parent = list(range(n))
+
+    def root(j):
+        while parent[j] != j:
+            j = parent[j]
+        return j
+
+    for j in range(n):
+        if j not in shared:
+            for k in reads[j] - shared:
+                parent[root(k)] = root(j)
+    groups: dict[int, list[int]] = {}
+    for j in range(n):
+        if j not in shared:
+            groups.setdefault(root(j), []).append(j)
+    return sorted(shared), list(groups.values())
+
+
+@register
+class WhileSplit(Pattern):
+    """while(i, a, b){a' = f(i, a); b' = g(i, b)} -> while(i, a){a' = f(i, a)}, while(i, b){b' = g(i, b)}:
+    carried values that never read each other go into loops of their own (loop fission), each
+    with its own copy of the counter; the converse of while_fuse."""
+
+    root = "stablehlo.while"
+
+    def match(self, op):
+        found = _independent_groups(op)
+        if found is None:
+            return None
+        shared, groups = found
+        used = [g for g in groups if any(next(iter(op.results[j].uses), None) is not None for j in g)]
+        if len(used) < 2:
+            return None  # splitting off only unused values: while_drop_dead_carry's job
+        for g in groups:  # unused groups ride along with the first used one
+            if g not in used:
+                used[0] = used[0] + g
+        return _loop_match(op, shared=shared, groups=used)
+
+    def rewrite(self, b, m):
+        out = {}
+        for group in m.groups:
+            loop = _subset_loop(b, m, sorted(m.shared + group))
+            out.update({j: v for j, v in loop.items() if j in group or j not in out})
+        return [out[j] for j in range(len(m.inits))]

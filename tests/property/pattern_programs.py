@@ -90,3 +90,14 @@ def permuted_shapes(draw, min_rank: int = 2, max_rank: int = 3):
     """(shape, permutation of its dims)."""
     s = draw(shapes(min_rank, max_rank))
     return s, draw(st.permutations(range(len(s))))
+
+
+def check_targeted(pattern, build, max_examples: int = 50, **kwargs):
+    """`check_pattern` on `programs(build)`, also asserting the pattern fired on at least half
+    of the drawn programs (a targeted test whose programs rarely match tests little)."""
+    from shlo_env.testing import check_pattern
+
+    res = check_pattern(pattern, programs(build), max_examples=max_examples, **kwargs)
+    assert 2 * res.num_alternatives >= max_examples, \
+        f"{pattern.name} fired on only {res.num_alternatives} of {max_examples} programs"
+    return res

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import pytest
 from hypothesis import strategies as st
 
-from pattern_programs import DIM, programs, shapes
+from pattern_programs import DIM, check_targeted, programs, shapes
 from shlo_env.patterns import loops as L
 from shlo_env.testing import check_pattern
 
@@ -16,10 +16,10 @@ BODIES = [
 ]
 
 
-def _loop(min_trips):
+def _loop(min_trips, max_trips=12):
     def build(draw):
         s = draw(shapes(1, 2))
-        n = draw(st.integers(min_trips, 12))
+        n = draw(st.integers(min_trips, max_trips))
         start = draw(st.integers(0, 2))
         body = draw(st.sampled_from(BODIES))
         if draw(st.booleans()):
@@ -58,10 +58,59 @@ def _packed_state(draw):
     return fn, [(m,)] * k
 
 
+def _dead_carry(draw):
+    s = draw(shapes(1, 2))
+    n = draw(st.integers(0, 6))
+    body = draw(st.sampled_from(BODIES))
+
+    def fn(x, d):
+        def step(i, carry):
+            c, dead = carry
+            return body(i, c), dead * 0.5 + jnp.sin(c)  # dead reads c; nothing reads dead
+        return jax.lax.fori_loop(0, n, step, (x, d))[0]
+
+    return fn, [s, s]
+
+
+def _independent_loops(draw):
+    s = draw(shapes(1, 2))
+    n = draw(st.integers(0, 6))
+    f, g = draw(st.sampled_from(BODIES)), draw(st.sampled_from(BODIES))
+    shift = draw(st.integers(0, 2))  # a different start: only the trip count must agree
+
+    def fn(x, y):
+        a = jax.lax.fori_loop(0, n, f, x)
+        b = jax.lax.fori_loop(shift, shift + n, g, y * 2.0)
+        return a, b * a if draw_uses_a else b
+
+    draw_uses_a = draw(st.booleans())  # a user of the first loop between or after: still fusable
+    return fn, [s, s]
+
+
+def _independent_state(draw):
+    s = draw(shapes(1, 2))
+    n = draw(st.integers(0, 6))
+    f, g = draw(st.sampled_from(BODIES)), draw(st.sampled_from(BODIES))
+    with_dead = draw(st.booleans())
+
+    def fn(x, y):
+        def step(i, carry):
+            a, b, d = carry
+            return f(i, a), g(i, b), d + jnp.sum(a)  # d reads a: groups {a, d} and {b}
+        a, b, d = jax.lax.fori_loop(0, n, step, (x, y * 2.0, jnp.zeros((1,), x.dtype)))
+        return (a, b) if with_dead else (a, b, d)
+
+    return fn, [s, s]
+
+
 CASES = {
     L.WhileUnroll2: _loop(4),
     L.WhileUnroll4: _loop(8),
     L.WhileUnrollFull: _loop(1),
+    L.WhileUnroll8: _loop(16, 24),
+    L.WhileDropDeadCarry: _dead_carry,
+    L.WhileFuse: _independent_loops,
+    L.WhileSplit: _independent_state,
     L.WhileHoistInvariant: _hoist,
     L.WhileUnpackConcatState: _packed_state,
 }
@@ -69,5 +118,48 @@ CASES = {
 
 @pytest.mark.parametrize("pattern", list(CASES), ids=lambda p: p.name)
 def test_pattern(pattern):
-    res = check_pattern(pattern, programs(CASES[pattern]), max_examples=50)
-    assert res.num_alternatives >= 25, f"{pattern.name} fired on only {res.num_alternatives} of 50 programs"
+    check_targeted(pattern, CASES[pattern], max_examples=50)
+
+
+def _loop_program(body_extra: str):
+    from shlo_env.import_ import load
+    return load(f"""
+func.func @main(%x: tensor<4xf32>, %d: tensor<4xf32>) -> tensor<4xf32> {{
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:3 = stablehlo.while(%i = %c0, %a = %x, %b = %d) : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+    cond {{
+      %n = stablehlo.constant dense<3> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    }} do {{
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %j = stablehlo.add %i, %one : tensor<i32>
+      %a2 = stablehlo.sine %a : tensor<4xf32>
+      {body_extra}
+      stablehlo.return %j, %a2, %b2 : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+    }}
+  return %r#1 : tensor<4xf32>
+}}""")
+
+
+def test_dead_carry_found_and_effectful_loops_left_alone():
+    from shlo_env import driver
+
+    pure = _loop_program("%b2 = stablehlo.add %b, %a : tensor<4xf32>")
+    stats = driver.AugmentStats()
+    driver.augment(pure, [L.WhileDropDeadCarry()], stats=stats)
+    assert stats.recorded["while_drop_dead_carry"] == 1
+    # An RNG op in the body: the loop's work must not be dropped (nor fused, nor hoisted).
+    rng = _loop_program("""%st = stablehlo.constant dense<0> : tensor<2xui64>
+      %s2, %bits = stablehlo.rng_bit_generator %st, algorithm = DEFAULT : (tensor<2xui64>) -> (tensor<2xui64>, tensor<4xui32>)
+      %bf = stablehlo.convert %bits : (tensor<4xui32>) -> tensor<4xf32>
+      %b2 = stablehlo.add %b, %bf : tensor<4xf32>""")
+    stats = driver.AugmentStats()
+    driver.augment(rng, [L.WhileDropDeadCarry(), L.WhileFuse(), L.WhileSplit(), L.WhileHoistInvariant()], stats=stats)
+    assert not stats.recorded
+
+
+@pytest.mark.parametrize("pattern", [L.WhileDropDeadCarry, L.WhileFuse, L.WhileSplit], ids=lambda p: p.name)
+def test_exact_when_compiled_by_xla(pattern):
+    """EXACT is a promise about what XLA runs: bitwise equal when both programs are compiled."""
+    check_pattern(pattern, programs(CASES[pattern]), max_examples=8, backend="xla")

@@ -1,0 +1,199 @@
+"""Horizontal batching: N independent computations of the same shape of work run as one.
+
+An optimizer update over a parameter list (Adam over every weight), per-head or per-layer
+projections: the same elementwise chain or the same dot, repeated on different operands, each
+its own small kernel. These patterns gather the N copies' inputs into one operand (flattened
+and concatenated, or stacked on a new batch dimension), compute once, and slice the N results
+back out.
+
+Tiers: the same operations on the same values, so bitwise under StableHLO's semantics; but
+XLA compiles the batched op in another fusion, where a multiply may no longer be contracted
+with its add into an FMA (or the reverse), a transcendental may run at another vector width,
+and a batched dot may sum in another order. So both are REASSOCIATE, verified against a
+float64 reference, not EXACT.
+"""
+
+from __future__ import annotations
+
+import math
+
+from jaxlib.mlir import ir
+
+from shlo_env.patterns.base import (
+    ELEMENTWISE, Match, Numerics, Pattern, Scalar, depends_on, dot_dims, element_type_of, is_elementwise, producer,
+    register, scalar_operand, single_use, splat_value, static_shape, users,
+)
+from shlo_env.patterns.fusion import _attr_strings, _related_ops
+from shlo_env.tensor_types import tensor_type
+
+#: Most copies batched into one op, and most ops of one chain.
+MAX_BATCH = 32
+MAX_CHAIN_OPS = 12
+
+
+def _scalar_key(s: Scalar):
+    """Equal for the same scalar: one rank-0 value, or constants of one value (each parameter's
+    update broadcasts its own copy of the learning rate)."""
+    v = s["splat"] if s["value"] is None else splat_value(s["value"])
+    return ("splat", v, str(s["elem"])) if v is not None else ("value", s["value"])
+
+
+def _chain(value, leaves: list, budget: list) -> tuple:
+    """The structure of the elementwise chain computing `value`: nested (op name, attributes,
+    result type, operand structures) down to its leaves, which are appended to `leaves`
+    (full-shape tensors as values, broadcast scalars as `Scalar`s). Producers are followed while
+    they are elementwise, used only here and have no rank-0 operand."""
+    s = scalar_operand(value)
+    if s is not None:
+        leaves.append(s)
+        return ("scalar", _scalar_key(s))
+    op = producer(value)
+    if (op is not None and budget[0] > 0 and is_elementwise(op) and single_use(value)
+            and all(static_shape(v) for v in op.operands)):
+        budget[0] -= 1
+        return (op.operation.name, tuple(sorted(_attr_strings(op.operation).items())),
+                str(element_type_of(value)), tuple(_chain(v, leaves, budget) for v in op.operands))
+    leaves.append(value)
+    return ("leaf", str(element_type_of(value)))
+
+
+def _chain_of(op):
+    """(structure, leaves) of the chain ending at elementwise `op` (its root)."""
+    leaves: list = []
+    budget = [MAX_CHAIN_OPS - 1]
+    operands = tuple(_chain(v, leaves, budget) for v in op.operands)
+    structure = (op.operation.name, tuple(sorted(_attr_strings(op.operation).items())),
+                 str(element_type_of(op.result)), operands)
+    return structure, leaves
+
+
+def _is_chain_top(op) -> bool:
+    """Not itself a link inside a longer chain (its only user is no elementwise op)."""
+    if not single_use(op.result):
+        return True
+    user = users(op.result)[0]
+    user = user.operation if hasattr(user, "operation") else user
+    return not (is_elementwise(user) and user.block == op.operation.block
+                and all(static_shape(v) for v in user.operands))
+
+
+def _independent(members, new, new_leaves) -> bool:
+    """Neither `new` nor any member reads the other's root through its leaves."""
+    def reads(leaves, op):
+        return any(not isinstance(v, Scalar) and depends_on(v, op) for v in leaves)
+    return not any(reads(new_leaves, m) or reads(leaves, new) for m, leaves in members)
+
+
+@register
+class BatchElementwiseChains(Pattern):
+    """N independent copies of one elementwise chain f on different tensors (an optimizer
+    update per parameter) -> f once on the flattened, concatenated inputs, sliced and reshaped
+    back into N results: one kernel instead of N."""
+
+    root = tuple(sorted(ELEMENTWISE))
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        if not is_elementwise(op) or not static_shape(op.result) or not _is_chain_top(op):
+            return None
+        if any(not static_shape(v) for v in op.operands):
+            return None
+        structure, leaves = _chain_of(op)
+        if not any(not isinstance(v, Scalar) for v in leaves):
+            return None
+        members = [(op, leaves)]
+        for other in _related_ops(op, budget=256):
+            if (other.name != op.operation.name or not op.operation.is_before_in_block(other)
+                    or not is_elementwise(other) or not static_shape(other.results[0])):
+                continue
+            other = other.opview
+            if not _is_chain_top(other) or any(not static_shape(v) for v in other.operands):
+                continue
+            s2, l2 = _chain_of(other)
+            if s2 == structure and _independent(members, other, l2):
+                members.append((other, l2))
+                if len(members) == MAX_BATCH:
+                    break
+        if len(members) < 2:
+            return None
+        return Match(roots=[m.result for m, _ in members], structure=structure,
+                     leaves=[ls for _, ls in members], shapes=[static_shape(m.result) for m, _ in members])
+
+    def rewrite(self, b, m):
+        sizes = [math.prod(s) for s in m.shapes]
+        total = sum(sizes)
+        inputs = []  # one flat operand per leaf position
+        for pos, first in enumerate(m.leaves[0]):
+            if isinstance(first, Scalar):
+                inputs.append(first.at(b, [total]))
+            else:
+                inputs.append(b.concat([b.reshape(ls[pos], [n]) for ls, n in zip(m.leaves, sizes)], 0))
+        flat = _build(b, m.structure, iter(inputs), total)
+        out, offset = [], 0
+        for shape, n in zip(m.shapes, sizes):
+            out.append(b.reshape(b.slice_dim(flat, 0, offset, offset + n), shape))
+            offset += n
+        return out
+
+
+def _build(b, structure, inputs, total: int):
+    """Rebuild a chain `structure` on flat operands of length `total` (leaves taken in order)."""
+    kind = structure[0]
+    if kind in ("leaf", "scalar"):
+        return next(inputs)
+    name, attrs, elem, operands = structure
+    args = [_build(b, s, inputs, total) for s in operands]
+    result_type = tensor_type([total], ir.Type.parse(elem))
+    return b.op(name, args, [result_type], {k: ir.Attribute.parse(v) for k, v in attrs}).result
+
+
+def _dot_key(op):
+    d = dot_dims(op)
+    return (tuple(map(tuple, d.batch + d.contract)), str(op.operands[0].type), str(op.operands[1].type),
+            str(op.result.type), tuple(sorted(_attr_strings(op.operation).items())))
+
+
+@register
+class BatchDots(Pattern):
+    """N independent dot_generals with the same shapes and dimension numbers (per-head or
+    per-layer projections) -> one dot_general with a new leading batch dimension on the
+    stacked operands, sliced back into N results."""
+
+    root = "stablehlo.dot_general"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        if not static_shape(op.result) or static_shape(op.operands[0]) is None or static_shape(op.operands[1]) is None:
+            return None
+        key = _dot_key(op)
+        members = [op]
+        for other in _related_ops(op, budget=256):
+            if other.name != "stablehlo.dot_general" or not op.operation.is_before_in_block(other):
+                continue
+            other = other.opview
+            if _dot_key(other) != key:
+                continue
+            if any(depends_on(v, m) for m in members for v in other.operands) or \
+                    any(depends_on(v, other) for m in members for v in m.operands):
+                continue
+            members.append(other)
+            if len(members) == MAX_BATCH:
+                break
+        if len(members) < 2:
+            return None
+        return Match(roots=[m.result for m in members], dot=op, lhs=[m.operands[0] for m in members],
+                     rhs=[m.operands[1] for m in members])
+
+    def rewrite(self, b, m):
+        n = len(m.lhs)
+        d = dot_dims(m.dot)
+
+        def stack(xs):
+            shape = list(static_shape(xs[0]))
+            return b.concat([b.reshape(x, [1] + shape) for x in xs], 0)
+
+        shift = lambda dims: [x + 1 for x in dims]  # noqa: E731
+        y = b.dot(stack(m.lhs), stack(m.rhs), (shift(d.lhs_contract), shift(d.rhs_contract)),
+                  ([0] + shift(d.lhs_batch), [0] + shift(d.rhs_batch)), like=m.dot)
+        shape = list(static_shape(y))
+        return [b.reshape(b.slice_dim(y, 0, i, i + 1), shape[1:]) for i in range(n)]
