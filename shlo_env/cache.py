@@ -228,5 +228,36 @@ def search_key(program, *, patterns=None, options: dict | None = None) -> dict:
             "options": json.loads(json.dumps(options or {}, sort_keys=True, default=_json_default))}
 
 
+# --- `shlo-env cache list|clear` ------------------------------------------------------------------
+
+def add_arguments(p) -> None:
+    p.add_argument("action", choices=("list", "clear"), help="list the cached searches, or remove them all")
+    p.add_argument("--dir", default=None, help=f"the cache directory (default: ${ENV_VAR}, else {default_dir()})")
+
+
+def run(args) -> int:
+    store = open_cache(args.dir if args.dir else True)
+    if store is None:
+        print(f"the search cache is off (${ENV_VAR}={os.environ.get(ENV_VAR)})")
+        return 0
+    if args.action == "clear":
+        print(f"removed {store.clear()} cached searches from {store.directory}")
+        return 0
+    rows = store.entries()
+    print(f"{len(rows)} cached searches in {store.directory}")
+    for path, entry in rows:
+        if entry is None:
+            print(f"  {path.name}: unreadable (ignored; replaced by the next search)")
+            continue
+        r, k = entry.report, entry.key
+        ratio = r.get("ratio") or 1.0
+        what = ("jax.jit kept" if entry.program is None
+                else f"{1.0 / ratio:.2f}x: {', '.join(r.get('applied') or ())}")
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.created))
+        print(f"  {entry.name:24s} {k.get('program', '?')} {k.get('backend', '?')}/{k.get('device_kind', '?')} "
+              f"{when}  {what}")
+    return 0
+
+
 __all__ = ["CacheWarning", "Entry", "SearchCache", "default_dir", "resolve_dir", "open_cache",
            "search_key", "ENV_VAR"]

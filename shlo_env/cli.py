@@ -15,6 +15,9 @@ SUBCOMMANDS = {
                                 "against jax.jit"),
     "noise": ("shlo_env.noise", "measure this machine's noise profile (faster/slower thresholds)"),
     "show": ("shlo_env.show", "render a program and its alternatives as Graphviz DOT/SVG"),
+    "optimize": ("shlo_env.optimize_file", "optimize a StableHLO file (.mlir, .mlirbc, compressed; - for "
+                                           "stdin/stdout) and write the optimized module"),
+    "cache": ("shlo_env.cache", "list or clear the persistent cache of searches"),
 }
 
 

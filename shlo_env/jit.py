@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterable
 
 import jax
+import numpy as np
 
 from shlo_env.optimize import OptimizedFunction, Report, optimize
 
@@ -226,9 +227,10 @@ class JitFunction:
 
         flat_fn.__name__ = getattr(self._fn, "__name__", "fn")
         # Under a transformation (vmap, grad, an outer jit) the leaves are tracers: search on
-        # their shapes and dtypes with random inputs only.
-        example = [jax.ShapeDtypeStruct(x.shape, x.dtype) if isinstance(x, jax.core.Tracer) else x
-                   for x in leaves]
+        # their shapes and dtypes with random inputs only. Concrete leaves are copied: a numpy
+        # view of a jax array would keep its buffer from being donated.
+        example = [jax.ShapeDtypeStruct(x.shape, x.dtype) if isinstance(x, jax.core.Tracer)
+                   else np.array(x, copy=True) if isinstance(x, jax.Array) else x for x in leaves]
         options = {**self.options}
         if self.progress is not None:
             options["progress"] = self.progress
