@@ -125,15 +125,15 @@ class SearchCache:
         """The entry for `key`, or None (missing, or ignored with a CacheWarning)."""
         path = self.path(key)
         try:
-            text = path.read_text()
+            data = path.read_bytes()
         except FileNotFoundError:
             return None
         except OSError as e:
             warnings.warn(f"shlo_env cache: cannot read {path} ({e}); searching again", CacheWarning, stacklevel=3)
             return None
         try:
-            entry = Entry.from_json(text)
-        except (ValueError, TypeError) as e:
+            entry = Entry.from_json(data.decode("utf-8"))
+        except (ValueError, TypeError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             warnings.warn(f"shlo_env cache: ignoring unreadable entry {path} ({type(e).__name__}: {e}); "
                           f"it will be replaced", CacheWarning, stacklevel=3)
             return None
@@ -171,7 +171,7 @@ class SearchCache:
         out = []
         for path in self.files():
             try:
-                out.append((path, Entry.from_json(path.read_text())))
+                out.append((path, Entry.from_json(path.read_bytes().decode("utf-8"))))
             except (OSError, ValueError, TypeError):
                 out.append((path, None))
         return out
