@@ -179,3 +179,15 @@ def test_optimize_callable_takes_keywords_and_other_shapes(XW, cache_dir):
     close(jax.vmap(opt, in_axes=(0, None))(np.stack([X, X]), W), jax.vmap(colsum, in_axes=(0, None))(np.stack([X, X]), W))
     X2 = X[:100]
     close(opt(X2, W), jax.jit(colsum)(X2, W))  # not the optimized signature: jax.jit(fn)
+
+
+def test_a_signature_first_seen_under_a_transformation(XW, cache_dir):
+    """Searched on shapes and dtypes alone (the leaves are tracers), then used by later calls."""
+    X, W = XW
+    under_jit = se.jit(colsum, budget_s=BUDGET, cache=cache_dir)
+    close(jax.jit(lambda x, w: under_jit(x, w) * 2)(X, W), 2 * np.asarray(jax.jit(colsum)(X, W)))
+    assert not under_jit.report(X, W).returned_original
+    under_vmap = se.jit(colsum, budget_s=BUDGET, cache=cache_dir)
+    XB = np.stack([X, -X])
+    close(jax.vmap(under_vmap, in_axes=(0, None))(XB, W), jax.vmap(colsum, in_axes=(0, None))(XB, W))
+    assert len(under_vmap.specializations) == 1
