@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 import jax
 import numpy as np
 
+from shlo_env.import_ import ProgramError
 from shlo_env.optimize import OptimizedFunction, Report, optimize
 
 NOTICE_AFTER_S = 3.0  # a search still running after this long prints a line on stderr
@@ -123,11 +124,11 @@ class JitFunction:
     def __call__(self, *args, **kwargs):
         try:
             key = self._signature(args, kwargs)
-            spec = self._specializations.get(key)
-            if spec is None:
-                spec = self._specialize(key, args, kwargs)
-        except _NotASignature:
+            spec = self._specializations.get(key)  # TypeError: an unhashable static value
+        except (_NotASignature, TypeError):
             return self._jitted(*args, **kwargs)  # jax.jit raises its own error for such arguments
+        if spec is None:
+            spec = self._specialize(key, args, kwargs)
         return spec.call(*args, **kwargs)
 
     def report(self, *args, **kwargs) -> Report:
@@ -166,6 +167,8 @@ class JitFunction:
 
     def _split(self, args, kwargs):
         """(dynamic positional args, dynamic kwargs, static positional items, static kwargs)."""
+        if not self._static_nums and not self._static_names:
+            return args, kwargs, (), ()
         dyn_args = tuple(a for i, a in enumerate(args) if i not in self._static_nums)
         static_args = tuple((i, args[i]) for i in self._static_nums if i < len(args))
         dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self._static_names}
@@ -176,8 +179,7 @@ class JitFunction:
         dyn_args, dyn_kwargs, static_args, static_kwargs = self._split(args, kwargs)
         try:
             leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
-            key = (tree, tuple(jax.typeof(x) for x in leaves), static_args, static_kwargs)
-            hash(key)
+            key = (tree, tuple(map(_leaf_key, leaves)), static_args, static_kwargs)
         except Exception as e:  # noqa: BLE001 - not arrays, or unhashable static values
             raise _NotASignature from e
         return key
@@ -241,6 +243,10 @@ class JitFunction:
             # is being traced by an outer transformation.
             with _SEARCH_LOCK, jax.ensure_compile_time_eval():
                 opt = optimize(flat_fn, *example, **options)
+        except ProgramError as e:  # not a program we can search (jax.jit raises fn's own errors)
+            report = Report(name=flat_fn.__name__, strategy=str(options.get("strategy", "auto")),
+                            reason=f"not searched: {e}")
+            return Specialization(self._jitted, report)
         finally:
             if notice is not None:
                 notice.cancel()
@@ -259,6 +265,16 @@ class JitFunction:
         compiler_options = {"xla_disable_hlo_passes": ",".join(passes)} if passes else None
         call = jax.jit(wrapper, compiler_options=compiler_options, **self._jit_kwargs)
         return Specialization(call, opt.report, opt)
+
+
+def _leaf_key(x):
+    """What jax.jit specializes a leaf on; read off arrays directly (this is on every call)."""
+    t = type(x)
+    if t is np.ndarray:
+        return (t, x.shape, x.dtype)
+    if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+        return (jax.Array, x.shape, x.dtype, x.weak_type)
+    return jax.typeof(x)
 
 
 class _NotASignature(Exception):

@@ -191,3 +191,13 @@ def test_a_signature_first_seen_under_a_transformation(XW, cache_dir):
     XB = np.stack([X, -X])
     close(jax.vmap(under_vmap, in_axes=(0, None))(XB, W), jax.vmap(colsum, in_axes=(0, None))(XB, W))
     assert len(under_vmap.specializations) == 1
+
+
+def test_bad_calls_raise_what_jax_jit_raises():
+    bad = se.jit(lambda x: x.reshape(7))
+    with pytest.raises(TypeError, match="reshape"):
+        bad(np.ones(8, np.float32))
+    assert "not searched" in bad.report(np.ones(8, np.float32)).reason
+    static = se.jit(lambda x, opts: x * len(opts), static_argnums=1)
+    with pytest.raises(ValueError, match="hashable"):
+        static(np.ones(2, np.float32), ["unhashable", "list"])
