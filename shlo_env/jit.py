@@ -277,7 +277,7 @@ def _leaf_key(x):
     return jax.typeof(x)
 
 
-class _NotASignature(Exception):
+class _NotASignature(TypeError):
     """The arguments are not ones jax.jit accepts; jax.jit is called to raise its own error."""
 
 
