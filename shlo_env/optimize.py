@@ -243,8 +243,12 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
                             min_gain=min_gain, progress=bool(progress), timeout_s=timeout_s, passes=passes,
                             strategy_options=strategy_options)
     if store is not None and searched:
-        store.put(_cache_entry(key, opt))
-        opt.report.cache = "stored"
+        try:
+            store.put(_cache_entry(key, opt))
+            opt.report.cache = "stored"
+        except OSError as e:  # a read-only or full disk costs the cache, not the result
+            warnings.warn(f"shlo_env cache: cannot store the search of {name} in {store.directory} ({e})",
+                          search_cache.CacheWarning, stacklevel=2)
     return opt
 
 

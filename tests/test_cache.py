@@ -164,3 +164,12 @@ def test_cli_cache_list_and_clear(tmp_path, small, capsys):
     assert cli_main(["cache", "clear", "--dir", str(tmp_path)]) == 0
     assert "removed 2" in capsys.readouterr().out
     assert search_cache.SearchCache(tmp_path).entries() == []
+
+
+def test_an_unwritable_cache_costs_the_cache_not_the_result(tmp_path, small):
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("a file where the cache directory should be")
+    with pytest.warns(search_cache.CacheWarning, match="cannot store"):
+        opt = se.optimize(colsum, *small, budget_s=20, cache=blocker)
+    assert opt.report.cache == "" and not opt.report.returned_original
+    np.testing.assert_allclose(opt(*small), jax.jit(colsum)(*small), rtol=1e-4, atol=1e-3)
