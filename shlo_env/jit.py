@@ -45,12 +45,17 @@ _SEARCH_LOCK = threading.Lock()
 
 @dataclasses.dataclass
 class Specialization:
-    """What one input signature runs: `call` (a jax.jit with the user's signature) and why."""
+    """What one input signature runs: `call` (takes the user's arguments) and why; `jitted` is
+    the same as a jax.jit with the user's signature (for `.lower`)."""
 
     call: Callable
     report: Report
     optimized: OptimizedFunction | None = None
     done: threading.Event = dataclasses.field(default_factory=threading.Event)
+    jitted: Callable | None = None
+
+    def __post_init__(self):
+        self.jitted = self.jitted if self.jitted is not None else self.call
 
 
 def jit(fn: Callable | None = None, /, *, static_argnums: int | Iterable[int] | None = None,
@@ -138,7 +143,7 @@ class JitFunction:
     def lower(self, *args, **kwargs):
         """`jax.jit`'s `Lowered` of what runs for these arguments (the optimized module, called
         from a wrapper that has the user's signature, when the search's rewrite was taken)."""
-        return self._specialization(args, kwargs).call.lower(*args, **kwargs)
+        return self._specialization(args, kwargs).jitted.lower(*args, **kwargs)
 
     def eval_shape(self, *args, **kwargs):
         return self._jitted.eval_shape(*args, **kwargs)
@@ -255,7 +260,7 @@ class JitFunction:
         if opt.program is None:
             return Specialization(self._jitted, opt.report, opt)
         passes = opt.report.disabled_passes
-        inner = opt._call
+        inner = opt._call  # a jax.jit of the optimized module, compiled by optimize's own check
 
         @functools.wraps(self._fn)  # jax.jit reads fn's signature to match static/donated names
         def wrapper(*a, **k):
@@ -263,8 +268,12 @@ class JitFunction:
             return inner(*jax.tree_util.tree_leaves((d_args, d_kwargs)))
 
         compiler_options = {"xla_disable_hlo_passes": ",".join(passes)} if passes else None
-        call = jax.jit(wrapper, compiler_options=compiler_options, **self._jit_kwargs)
-        return Specialization(call, opt.report, opt)
+        jitted = jax.jit(wrapper, compiler_options=compiler_options, **self._jit_kwargs)
+        # Without donation the plain wrapper is enough (static values are part of the signature
+        # already): no second compile on the first call. Donation needs jax.jit's own handling.
+        donates = self._jit_kwargs["donate_argnums"] is not None or self._jit_kwargs["donate_argnames"] is not None
+        call = jitted if donates else wrapper
+        return Specialization(call, opt.report, opt, jitted=jitted)
 
 
 def _leaf_key(x):
