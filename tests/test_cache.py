@@ -85,7 +85,7 @@ def _only_entry(directory) -> Path:
 
 @pytest.mark.parametrize("damage", ["garbage", "other_format", "wrong_program", "truncated"])
 def test_a_damaged_entry_is_ignored_with_a_warning_and_replaced(tmp_path, small, damage):
-    opt = se.optimize(colsum, *small, budget_s=20, cache=tmp_path)
+    opt = se.optimize(colsum, *small, budget_s=40, cache=tmp_path)
     assert opt.report.cache == "stored" and not opt.report.returned_original
     path = _only_entry(tmp_path)
     good = json.loads(path.read_text())
@@ -98,7 +98,7 @@ def test_a_damaged_entry_is_ignored_with_a_warning_and_replaced(tmp_path, small,
     else:
         path.write_text(path.read_text()[: len(path.read_text()) // 2])
     with pytest.warns(search_cache.CacheWarning):
-        again = se.optimize(colsum, *small, budget_s=20, cache=tmp_path)
+        again = se.optimize(colsum, *small, budget_s=40, cache=tmp_path)
     assert again.report.cache == "stored" and again.report.candidates_evaluated >= 1  # searched again
     np.testing.assert_allclose(again(*small), jax.jit(colsum)(*small), rtol=1e-4, atol=1e-3)
     replaced = search_cache.Entry.from_json(_only_entry(tmp_path).read_text())  # readable again
@@ -106,7 +106,7 @@ def test_a_damaged_entry_is_ignored_with_a_warning_and_replaced(tmp_path, small,
     assert replaced.program == (None if again.report.returned_original else good["program"])
     with warnings.catch_warnings():
         warnings.simplefilter("error", search_cache.CacheWarning)
-        assert se.optimize(colsum, *small, budget_s=20, cache=tmp_path).report.cache == "hit"
+        assert se.optimize(colsum, *small, budget_s=40, cache=tmp_path).report.cache == "hit"
 
 
 def test_cache_off_and_directory_choice(tmp_path, small, monkeypatch):
@@ -158,7 +158,7 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
 
 
 def test_cli_cache_list_and_clear(tmp_path, small, capsys):
-    se.optimize(colsum, *small, budget_s=20, cache=tmp_path)
+    se.optimize(colsum, *small, budget_s=40, cache=tmp_path)
     (tmp_path / "searches" / "broken.json").write_text("{")
     assert cli_main(["cache", "list", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
