@@ -19,6 +19,9 @@ SUBCOMMANDS = {
                                                "models"),
     "learn": ("shlo_env.learn.learn_cli", "train and evaluate the learned cost model (ranking within a program)"),
     "show": ("shlo_env.show", "render a program and its alternatives as Graphviz DOT/SVG"),
+    "optimize": ("shlo_env.optimize_file", "optimize a StableHLO file (.mlir, .mlirbc, compressed; - for "
+                                           "stdin/stdout) and write the optimized module"),
+    "cache": ("shlo_env.cache", "list or clear the persistent cache of searches"),
 }
 
 

@@ -16,16 +16,21 @@ with the caller's options: the rewrites stay, the disabled passes do not.)
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import os
 import time
+import warnings
 from collections.abc import Callable, Sequence
 
 import jax
 import numpy as np
 
 from shlo_env import runtime
+from shlo_env import cache as search_cache
 from shlo_env import xla_options as option_actions
-from shlo_env.import_ import Program, lower
-from shlo_env.numerics import verify
+from shlo_env.hashing import dag_hash
+from shlo_env.import_ import Program, lower, parse_module
+from shlo_env.numerics import SENSITIVITY_ULPS, Numerics, verify
 from shlo_env.search import passes as pass_actions
 from shlo_env.search.runner import optimize_program
 
@@ -59,6 +64,7 @@ class Report:
     pass_actions: tuple[str, ...] = ()  # passes the search was allowed to disable
     decision_space: int = 1  # decision vectors at the root (pass toggles included)
     strategy_info: dict = dataclasses.field(default_factory=dict)
+    cache: str = ""  # "hit" (taken from the persistent cache), "stored" (searched, then stored), "" (off)
 
     @property
     def hit_rate(self) -> float:
@@ -89,6 +95,9 @@ class Report:
             lines.append(f"  verified: {self.verification}")
         if self.reason:
             lines.append(f"  why: {self.reason}")
+        if self.cache == "hit":
+            lines.append("  persistent cache: hit (searched in an earlier run, checked against jax.jit "
+                         "on a seeded random input set)")
         fails = ", ".join(f"{k} {v}" for k, v in sorted(self.failures.items()))
         lines.append(f"  search: {self.candidates_evaluated} candidates, {self.cache_hits} cache hits "
                      f"({self.hit_rate:.0%})" + (f", rejected: {fails}" if fails else "")
@@ -97,39 +106,85 @@ class Report:
 
 
 class OptimizedFunction:
-    """Callable like `jax.jit(fn)`: same arguments, same output pytree. `.report` says what happened."""
+    """Callable like `jax.jit(fn)`: same arguments, same output pytree. `.report` says what happened.
+
+    Keyword arguments bind to `fn`'s positional parameters. Arguments of another signature
+    (shapes, dtypes, structure) than the ones optimized for run `jax.jit(fn)`; `shlo_env.jit`
+    searches per signature instead."""
 
     def __init__(self, fn: Callable, call: Callable, report: Report, program: Program | None,
-                 original: Program | None):
+                 original: Program | None, fallback: Callable | None = None):
         self.__wrapped__ = fn
         self._call = call
+        self._fallback = fallback if fallback is not None else call
         self.report = report
         self.program = program  # the chosen program (None when jax.jit(fn) is returned)
         self.original = original
         self.__name__ = getattr(fn, "__name__", "fn")
         self.__doc__ = getattr(fn, "__doc__", None)
 
-    def __call__(self, *args):
-        return self._call(*args)
+    def __call__(self, *args, **kwargs):
+        if self._call is self._fallback:
+            return self._call(*args, **kwargs)
+        try:
+            positional = inspect.signature(self.__wrapped__).bind(*args, **kwargs) if kwargs else None
+        except (TypeError, ValueError):
+            positional = None
+        if kwargs and (positional is None or positional.kwargs):
+            return self._fallback(*args, **kwargs)  # keyword-only: not the optimized signature
+        try:
+            return self._call(*(positional.args if kwargs else args))
+        except (TypeError, ValueError):
+            # jax checks the arguments against the exported signature before running anything:
+            # another signature gets jax.jit(fn) (which raises jax's own error if they are bad).
+            return self._fallback(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<OptimizedFunction {self.__name__}: {self.report.speedup:.2f}x vs jax.jit>"
 
 
+def transformable(call: Callable, fn: Callable) -> Callable:
+    """`call` (an exported module: no JVP or batching rule) made transformable: under `jax.vmap`
+    it runs `jax.vmap(fn)`, under `jax.grad`/`jax.jvp` it differentiates `fn`; plain calls and
+    calls inside another `jax.jit` run `call`. `fn` must compute what `call` computes."""
+
+    @jax.custom_batching.custom_vmap
+    def batchable(*args):
+        return call(*args)
+
+    @batchable.def_vmap
+    def _vmap_rule(axis_size, in_batched, *args):  # custom_vmap moves every batch axis to 0
+        in_axes = tuple(jax.tree_util.tree_map(lambda b: 0 if b else None, b) for b in in_batched)
+        out = jax.vmap(fn, in_axes=in_axes, axis_size=axis_size)(*args)
+        return out, jax.tree_util.tree_map(lambda _: True, out)
+
+    @jax.custom_jvp
+    def differentiable(*args):
+        return batchable(*args)
+
+    @differentiable.defjvp
+    def _jvp_rule(primals, tangents):
+        return jax.jvp(fn, primals, tangents)
+
+    return differentiable
+
+
 def exported_callable(fn: Callable, args: Sequence, program: Program,
                       disabled_passes: Sequence[str] = ()) -> Callable:
     """`jax.jit` of a `jax.export.Exported` whose module is `program`: jax's fast dispatch path,
-    argument checking, and composition inside other jitted functions. With `disabled_passes`,
-    XLA compiles it with those passes off (`xla_disable_hlo_passes`)."""
+    argument checking, and composition inside other jitted functions; `jax.vmap` and `jax.grad`
+    fall back to `fn` (see `transformable`). With `disabled_passes`, XLA compiles it with those
+    passes off (`xla_disable_hlo_passes`)."""
     from jax import export
 
-    exp = export.export(jax.jit(fn))(*args)
+    exp = export.export(jax.jit(fn, keep_unused=True))(*args)  # as `lower` traced it: jax's caches hit
     exp = dataclasses.replace(
         exp, mlir_module_serialized=program.portable(),
         module_kept_var_idx=tuple(range(len(program.in_specs))))
+    call = transformable(exp.call, fn)
     if disabled_passes:  # disabled pass names and `name=value` XLA option actions
-        return jax.jit(exp.call, compiler_options=option_actions.compiler_options(disabled_passes))
-    return jax.jit(exp.call)
+        return jax.jit(call, compiler_options=option_actions.compiler_options(disabled_passes))
+    return jax.jit(call)
 
 
 def callable_samples(fns: Sequence[Callable], args: Sequence, runs: int = 10, warmup: int = 3,
@@ -159,7 +214,8 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
              progress: bool | None = None, timeout_s: float | None = None,
              name: str | None = None, passes: bool | Sequence[str] = False,
              xla_options: bool | str | Sequence[str] = False,
-             strategy_options: dict | None = None) -> OptimizedFunction:
+             strategy_options: dict | None = None,
+             cache: bool | str | os.PathLike | None = True) -> OptimizedFunction:
     """Search rewrites of `fn` lowered on `args`; return a callable at least as fast as jax.jit(fn).
 
     Args:
@@ -180,15 +236,47 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
         looser verification), or a list of `name=value` tokens. The returned callable compiles
         with the chosen options (`Report.disabled_passes` lists them beside disabled passes).
       strategy_options: keyword options for the strategy (e.g. {"alpha": 1.0} for beam).
+      cache: the persistent cache of searches (`shlo_env.cache`): True for the default
+        directory (`SHLO_ENV_CACHE_DIR`, else the user cache directory), a directory, or
+        False. A hit is checked against jax.jit(fn) on a seeded random input set, then used
+        without searching (`report.cache == "hit"`).
     """
     t0 = time.perf_counter()
     name = name or getattr(fn, "__name__", "fn")
     jitted = jax.jit(fn)
     program = lower(fn, *args, name=name)
+    store = search_cache.open_cache(cache)
+    key = None
+    if store is not None:
+        key = search_cache.search_key(program, patterns=patterns, options={
+            "strategy": strategy, "budget_s": budget_s, "max_steps": max_steps, "num_random": num_random,
+            "seed": seed, "min_gain": min_gain, "passes": list(pass_actions.resolve(passes)),
+            "xla_options": list(option_actions.resolve(xla_options)),
+            "strategy_options": strategy_options or {}})
+        entry = store.get(key)
+        if entry is not None:
+            hit = _from_cache(fn, args, jitted, program, entry, name, t0)
+            if hit is not None:
+                return hit
+    opt, searched = _search(fn, args, jitted, program, name, t0, patterns=patterns, strategy=strategy,
+                            budget_s=budget_s, max_steps=max_steps, num_random=num_random, seed=seed,
+                            min_gain=min_gain, progress=bool(progress), timeout_s=timeout_s, passes=passes,
+                            xla_options=xla_options,
+                            strategy_options=strategy_options)
+    if store is not None and searched:
+        try:
+            store.put(_cache_entry(key, opt))
+            opt.report.cache = "stored"
+        except OSError as e:  # a read-only or full disk costs the cache, not the result
+            warnings.warn(f"shlo_env cache: cannot store the search of {name} in {store.directory} ({e})",
+                          search_cache.CacheWarning, stacklevel=2)
+    return opt
+
+
+def _search(fn, args, jitted, program, name, t0, *, strategy, passes, xla_options, **options) -> tuple[OptimizedFunction, bool]:
+    """The search proper; also says whether its outcome may be cached (the original ran)."""
     report = Report(name=name, strategy=str(strategy))
-    progress = progress if progress is not None else False
-    offered = pass_actions.resolve(passes) + option_actions.resolve(xla_options)
-    report.pass_actions = offered
+    report.pass_actions = pass_actions.resolve(passes) + option_actions.resolve(xla_options)
 
     def keep_original(reason: str) -> OptimizedFunction:
         report.returned_original = True
@@ -200,10 +288,8 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
 
     # The search, confirmation and verification are the program-level search; the rest of the
     # budget (about 15%) builds the callable and checks it in this process.
-    res = optimize_program(program, patterns=patterns, strategy=strategy, budget_s=budget_s,
-                           max_steps=max_steps, num_random=num_random, seed=seed, min_gain=min_gain,
-                           progress=progress, timeout_s=timeout_s, passes=passes, xla_options=xla_options,
-                           strategy_options=strategy_options, final_timing=False, cost=False, name=name)
+    res = optimize_program(program, strategy=strategy, passes=passes, xla_options=xla_options,
+                           final_timing=False, cost=False, name=name, **options)
     report.original_hash = res.original_hash
     report.strategy, report.noise, report.threshold = res.strategy, res.noise, res.threshold
     report.decision_space, report.strategy_info, report.search_s = res.decision_space, res.strategy_info, res.search_s
@@ -211,11 +297,71 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
     report.failures = dict(res.failures)
     report.baseline_s = res.baseline.get("full", float("nan"))
     if res.status != "ok":
-        return keep_original(res.error)
+        return keep_original(res.error), False
     if res.returned_original:
-        return keep_original(res.reason)
+        return keep_original(res.reason), True
     return _finish(fn, args, jitted, program, res.evaluation, report, res.check_inputs, res.check_reference,
-                   res.threshold, keep_original, t0)
+                   res.threshold, keep_original, t0), True
+
+
+# --- the persistent cache ---------------------------------------------------------------------
+
+CACHE_CHECK_SEED = 20_240_601  # the seeded random input set a cache hit is checked on
+
+
+def _cache_entry(key: dict, opt: OptimizedFunction) -> search_cache.Entry:
+    r = opt.report
+    return search_cache.Entry(
+        key=key, name=r.name, program=None if opt.program is None else opt.program.text(),
+        disabled_passes=tuple(r.disabled_passes), numerics=r.numerics,
+        optimized_hash="" if opt.program is None else dag_hash(opt.program),
+        report=dataclasses.asdict(r))
+
+
+def _report_from(stored: dict, name: str) -> Report:
+    fields = {f.name: f for f in dataclasses.fields(Report)}
+    values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in stored.items() if k in fields}
+    report = Report(**{**values, "name": name})
+    report.cache, report.candidates_evaluated, report.cache_hits, report.failures = "hit", 0, 0, {}
+    report.search_s = 0.0
+    return report
+
+
+def _from_cache(fn, args, jitted, program, entry, name, t0) -> OptimizedFunction | None:
+    """The cached search as a callable, after one cheap check against jax.jit(fn): outputs on a
+    seeded random input set, within the entry's numerics tier (the float64 reference only
+    when the plain comparison does not settle it). None (with a CacheWarning) if it fails."""
+    try:
+        report = _report_from(entry.report, name)
+        if entry.program is None:
+            report.total_s = time.perf_counter() - t0
+            return OptimizedFunction(fn, jitted, report, None, program)
+        chosen = dataclasses.replace(program, module=parse_module(entry.program, what="cached program"),
+                                     applied=tuple(report.applied), name=name)
+        if dag_hash(chosen) != entry.optimized_hash:
+            raise ValueError("the stored program does not match its hash")
+        call = exported_callable(fn, args, chosen, entry.disabled_passes)
+        flat = runtime.random_inputs(program.in_specs, CACHE_CHECK_SEED)
+        call_args = jax.tree_util.tree_unflatten(program.in_tree, runtime.to_device(flat))[0]
+        got = [np.asarray(x) for x in jax.tree_util.tree_leaves(call(*call_args))]
+        # jax.jit(fn) as `lower` traced it (keep_unused changes no output): jax's caches hit
+        want = [np.asarray(x) for x in jax.tree_util.tree_leaves(jax.jit(fn, keep_unused=True)(*call_args))]
+        tier = Numerics.parse(entry.numerics)
+        cmp = verify([got], [want], tier)
+        ref = runtime.reference_outputs(program, flat) if not cmp.ok else None
+        if ref is not None:
+            cmp = verify([got], [want], tier, [ref])
+            if not cmp.ok:  # the original's own sensitivity, as the search's verification allows
+                sens = runtime.reference_outputs(program, flat, perturb_ulps=SENSITIVITY_ULPS)
+                cmp = verify([got], [want], tier, [ref], None if sens is None else [sens])
+        if not cmp.ok:
+            raise ValueError(f"outputs differ from jax.jit's: {cmp.detail}")
+    except Exception as e:  # noqa: BLE001 - a bad entry means: search again
+        warnings.warn(f"shlo_env cache: ignoring the cached search of {name} ({type(e).__name__}: {e}); "
+                      f"searching again", search_cache.CacheWarning, stacklevel=3)
+        return None
+    report.total_s = time.perf_counter() - t0
+    return OptimizedFunction(fn, call, report, chosen, program, fallback=jitted)
 
 
 def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out, threshold,
@@ -252,4 +398,4 @@ def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out,
     report.verification = (f"{tier.name} tier on {sets} in a worker, then against jax.jit in-process"
                            + (f"; {c.describe()}" if c is not None and c.describe() else ""))
     report.total_s = time.perf_counter() - t0
-    return OptimizedFunction(fn, call, report, chosen, program)
+    return OptimizedFunction(fn, call, report, chosen, program, fallback=jitted)

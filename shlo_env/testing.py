@@ -20,8 +20,12 @@ import random
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+try:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+except ImportError as e:  # hypothesis is a test-time dependency, not a run-time one
+    raise ImportError("shlo_env.testing needs hypothesis, which is not installed: "
+                      "pip install 'shlo_env[test]' (or pip install hypothesis)") from e
 from jaxlib.mlir import ir
 
 from shlo_env import _jax_compat, runtime

@@ -25,3 +25,10 @@ def subgraph_dataset() -> str:
         return "inst-10-20"
     except (ImportError, AttributeError, LookupError):
         return "random"
+
+
+@pytest.fixture(autouse=True)
+def _search_cache_in_tmp(tmp_path_factory, monkeypatch):
+    """Tests never touch the user's cache of searches, and each test starts with an empty one
+    (tests that share searches pass `cache=` themselves)."""
+    monkeypatch.setenv("SHLO_ENV_CACHE_DIR", str(tmp_path_factory.mktemp("shlo_env_cache")))

@@ -1,0 +1,110 @@
+"""`shlo-env optimize IN -o OUT`: a StableHLO file in, a verified optimized module out."""
+
+import gzip
+import json
+import lzma
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import shlo_env as se
+from shlo_env import runtime
+from shlo_env.cli import main as cli_main
+from shlo_env.numerics import Numerics, verify
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def colsum(X, W):
+    return jnp.sum(X @ W, axis=0)
+
+
+@pytest.fixture(scope="module")
+def module_text():
+    rng = np.random.default_rng(0)
+    return se.lower(colsum, rng.standard_normal((512, 256)).astype(np.float32),
+                    rng.standard_normal((256, 256)).astype(np.float32)).text()
+
+
+def outputs(program, inputs):
+    return runtime.execute(runtime.compile(program), inputs)
+
+
+def assert_same_function(original: se.Program, optimized: se.Program):
+    """Compiles, and matches the input module's outputs within REASSOCIATE on seeded inputs."""
+    assert [(s.shape, s.dtype) for s in optimized.in_specs] == [(s.shape, s.dtype) for s in original.in_specs]
+    for seed in range(2):
+        inputs = runtime.random_inputs(original.in_specs, seed)
+        ref = runtime.reference_outputs(original, inputs)
+        cmp = verify([outputs(optimized, inputs)], [outputs(original, inputs)], Numerics.REASSOCIATE,
+                     None if ref is None else [ref])
+        assert cmp.ok, cmp.detail
+
+
+def test_round_trip_bytecode_with_report(tmp_path, module_text, capsys):
+    src = tmp_path / "colsum.mlir"
+    src.write_text(module_text)
+    out = tmp_path / "colsum.opt.mlirbc"
+    assert cli_main(["optimize", str(src), "-o", str(out), "--budget", "30", "--report"]) == 0
+    assert out.read_bytes().startswith(b"ML\xefR")  # bytecode, by the extension
+    optimized = se.load(out)
+    assert_same_function(se.load(src), optimized)
+    report = json.loads(Path(str(out) + ".report.json").read_text())
+    assert report["status"] == "ok" and report["output"] == str(out)
+    assert "reduce_through_dot" in report["applied"] and not report["returned_original"]
+    assert se.dag_hash(optimized) == report["best_hash"]
+    assert "colsum" in capsys.readouterr().err
+
+
+def test_compressed_input_and_text_output(tmp_path, module_text):
+    src = tmp_path / "colsum.mlir.xz"
+    src.write_bytes(lzma.compress(module_text.encode()))
+    out = tmp_path / "out.mlir.gz"
+    report = tmp_path / "r.json"
+    assert cli_main(["optimize", str(src), "-o", str(out), "--budget", "30", "--report", str(report),
+                     "--strategy", "pick-first"]) == 0
+    optimized = se.load(gzip.decompress(out.read_bytes()).decode())
+    assert_same_function(se.load(module_text), optimized)
+    assert json.loads(report.read_text())["strategy"] == "pick-first"
+
+
+def test_stdin_to_stdout(tmp_path, module_text):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="1")
+    out = subprocess.run([sys.executable, "-m", "shlo_env", "optimize", "-", "-o", "-", "--budget", "30"],
+                         input=gzip.compress(module_text.encode()), capture_output=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    optimized = se.load(out.stdout.decode())
+    assert_same_function(se.load(module_text), optimized)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"this is not MLIR", "could not parse"),
+    (b"", "empty"),
+    (b"\xfd7zXZ\x00 truncated xz", "corrupt compressed input"),
+    (b"\xff\xfe\x00binary", "neither MLIR text nor MLIR bytecode"),
+])
+def test_bad_input_exits_non_zero_with_a_clear_message(tmp_path, capsys, content, message):
+    src = tmp_path / "bad.mlir"
+    src.write_bytes(content)
+    assert cli_main(["optimize", str(src), "-o", str(tmp_path / "out.mlir")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("shlo-env optimize: error:") and message in err
+    assert not (tmp_path / "out.mlir").exists()
+
+
+def test_bad_arguments(tmp_path, capsys, module_text):
+    src = tmp_path / "m.mlir"
+    src.write_text(module_text)
+    assert cli_main(["optimize", str(tmp_path / "missing.mlir"), "-o", str(tmp_path / "o.mlir")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert cli_main(["optimize", str(src), "-o", str(tmp_path / "o.mlir"), "--strategy", "nope"]) == 2
+    assert "unknown strategy" in capsys.readouterr().err
+    assert cli_main(["optimize", str(src), "-o", str(tmp_path / "o.mlir"), "--patterns", "no_such_pattern"]) == 2
+    assert "no pattern named" in capsys.readouterr().err
+    assert cli_main(["optimize", str(src), "-o", "-", "--report"]) == 2
+    assert "--report needs a path" in capsys.readouterr().err
