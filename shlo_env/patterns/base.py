@@ -44,7 +44,7 @@ __all__ = [
     # added with the pattern library (issue 6)
     "ELEMENTWISE", "UNARY_ELEMENTWISE", "BINARY_ELEMENTWISE", "COMMUTATIVE", "DATA_MOVEMENT",
     "is_elementwise", "concat_dim", "slice_params", "permutation", "broadcast_dims", "comparison",
-    "Scalar", "scalar_operand", "operand_kinds", "operands_through", "depends_on", "captured_values", "callee",
+    "Scalar", "scalar_operand", "operand_kinds", "operands_through", "depends_on", "ancestors_since", "captured_values", "callee",
     "static_trip_count", "LoopInfo", "body_size", "FlatBody", "is_pure", "reduce_body",
     # layout motion (issue 10)
     "sink_match", "sink_operands", "hoist_match", "hoist_operands",
@@ -509,27 +509,36 @@ def depends_on(value: ir.Value, op, limit: int = 256) -> bool:
 
     Conservative: gives True when the search passes `limit` ops.
     """
-    target = op.operation
-    seen = set()
-    stack = [value]
+    cone = ancestors_since([value], op, limit)
+    return cone is None or op.operation in cone
+
+
+def ancestors_since(values, first, limit: int = 256) -> set | None:
+    """The ops of `first`'s block, not before `first`, that `values` are computed from
+    (transitively, through nested regions' operands), or None past `limit` ops.
+
+    One walk answers "does this read any of these ops?" for many ops at once, where
+    `depends_on` would walk once per pair (quadratic when a pattern gathers N partners).
+    """
+    target = first.operation if hasattr(first, "operation") else first
+    seen: set = set()
+    stack = list(values)
     while stack:
         v = stack.pop()
         if not isinstance(v, ir.OpResult):
             continue
         owner = v.owner.operation
-        if owner == target:
-            return True
         if owner in seen or owner.block != target.block or owner.is_before_in_block(target):
             continue
         seen.add(owner)
         if len(seen) > limit:
-            return True
+            return None
         stack.extend(owner.operands)
         for r in owner.regions:
             for blk in r.blocks:
                 for inner in blk.operations:
                     stack.extend(inner.operation.operands)
-    return False
+    return seen
 
 
 # --- regions, calls and loops -----------------------------------------------------------------

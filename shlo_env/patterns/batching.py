@@ -20,7 +20,7 @@ import math
 from jaxlib.mlir import ir
 
 from shlo_env.patterns.base import (
-    ELEMENTWISE, Match, Numerics, Pattern, Scalar, depends_on, dot_dims, element_type_of, is_elementwise, producer,
+    ELEMENTWISE, Match, Numerics, Pattern, Scalar, ancestors_since, dot_dims, element_type_of, is_elementwise, producer,
     register, scalar_operand, single_use, splat_value, static_shape, users,
 )
 from shlo_env.patterns.fusion import _attr_strings, _related_ops
@@ -77,11 +77,15 @@ def _is_chain_top(op) -> bool:
                 and all(static_shape(v) for v in user.operands))
 
 
-def _independent(members, new, new_leaves) -> bool:
-    """Neither `new` nor any member reads the other's root through its leaves."""
-    def reads(leaves, op):
-        return any(not isinstance(v, Scalar) and depends_on(v, op) for v in leaves)
-    return not any(reads(new_leaves, m) or reads(leaves, new) for m, leaves in members)
+#: Partners of one root examined at most, and ops walked to tell whether one reads another:
+#: independent copies sit close together (a layer's projections, an optimizer's updates), and
+#: each walk costs Python calls into MLIR, so these bounds keep augment linear in program size.
+MAX_TRIES = MAX_BATCH
+MAX_CONE = 32
+
+
+def _leaf_values(leaves):
+    return [v for v in leaves if not isinstance(v, Scalar)]
 
 
 @register
@@ -102,6 +106,8 @@ class BatchElementwiseChains(Pattern):
         if not any(not isinstance(v, Scalar) for v in leaves):
             return None
         members = [(op, leaves)]
+        cones = [ancestors_since(_leaf_values(leaves), op, MAX_CONE)]  # what each member reads, since op
+        tries = 0
         for other in _related_ops(op, budget=256):
             if (other.name != op.operation.name or not op.operation.is_before_in_block(other)
                     or not is_elementwise(other) or not static_shape(other.results[0])):
@@ -110,10 +116,20 @@ class BatchElementwiseChains(Pattern):
             if not _is_chain_top(other) or any(not static_shape(v) for v in other.operands):
                 continue
             s2, l2 = _chain_of(other)
-            if s2 == structure and _independent(members, other, l2):
-                members.append((other, l2))
-                if len(members) == MAX_BATCH:
-                    break
+            if s2 != structure:
+                continue
+            tries += 1
+            if tries > MAX_TRIES:
+                break
+            cone = ancestors_since(_leaf_values(l2), op, MAX_CONE)
+            if cone is None or any(c is None for c in cones):
+                continue
+            if any(m.operation in cone for m, _ in members) or any(other.operation in c for c in cones):
+                continue
+            members.append((other, l2))
+            cones.append(cone)
+            if len(members) == MAX_BATCH:
+                break
         if len(members) < 2:
             return None
         return Match(roots=[m.result for m, _ in members], structure=structure,
@@ -167,16 +183,24 @@ class BatchDots(Pattern):
             return None
         key = _dot_key(op)
         members = [op]
+        cones = [ancestors_since(op.operands, op, MAX_CONE)]  # what each member reads, since op
+        tries = 0
         for other in _related_ops(op, budget=256):
             if other.name != "stablehlo.dot_general" or not op.operation.is_before_in_block(other):
                 continue
             other = other.opview
             if _dot_key(other) != key:
                 continue
-            if any(depends_on(v, m) for m in members for v in other.operands) or \
-                    any(depends_on(v, other) for m in members for v in m.operands):
+            tries += 1
+            if tries > MAX_TRIES:
+                break
+            cone = ancestors_since(other.operands, op, MAX_CONE)
+            if cone is None or any(c is None for c in cones):
+                continue
+            if any(m.operation in cone for m in members) or any(other.operation in c for c in cones):
                 continue
             members.append(other)
+            cones.append(cone)
             if len(members) == MAX_BATCH:
                 break
         if len(members) < 2:

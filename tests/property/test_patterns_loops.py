@@ -149,10 +149,12 @@ def test_dead_carry_found_and_effectful_loops_left_alone():
     stats = driver.AugmentStats()
     driver.augment(pure, [L.WhileDropDeadCarry()], stats=stats)
     assert stats.recorded["while_drop_dead_carry"] == 1
-    # An RNG op in the body: the loop's work must not be dropped (nor fused, nor hoisted).
-    rng = _loop_program("""%st = stablehlo.constant dense<0> : tensor<2xui64>
-      %s2, %bits = stablehlo.rng_bit_generator %st, algorithm = DEFAULT : (tensor<2xui64>) -> (tensor<2xui64>, tensor<4xui32>)
-      %bf = stablehlo.convert %bits : (tensor<4xui32>) -> tensor<4xf32>
+    # An RNG op with hidden generator state in the body: the loop's work must not be dropped
+    # (nor fused, nor hoisted). (rng_bit_generator carries its state as a value: it is pure.)
+    rng = _loop_program("""%lo = stablehlo.constant dense<0.0> : tensor<f32>
+      %hi = stablehlo.constant dense<1.0> : tensor<f32>
+      %shape = stablehlo.constant dense<4> : tensor<1xi64>
+      %bf = stablehlo.rng %lo, %hi, %shape, distribution = UNIFORM : (tensor<f32>, tensor<f32>, tensor<1xi64>) -> tensor<4xf32>
       %b2 = stablehlo.add %b, %bf : tensor<4xf32>""")
     stats = driver.AugmentStats()
     driver.augment(rng, [L.WhileDropDeadCarry(), L.WhileFuse(), L.WhileSplit(), L.WhileHoistInvariant()], stats=stats)
