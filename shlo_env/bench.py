@@ -154,8 +154,8 @@ def sweep(datasets: Sequence[str] = QUICK_SUITE, strategies: Sequence[str] = (DE
           executor: str = "local", ray_address: str | None = None, db_path: str | os.PathLike | None = None,
           out: str | os.PathLike | None = None, retry_errors: bool = False, noise_profile: bool = False,
           noise_repeats: int | None = None, max_steps: int = 6, num_random: int = 3, min_gain: float = 0.03,
-          passes: bool | Sequence[str] = False, patterns: Sequence[str] | None = None,
-          timeout_s: float | None = None, peak_flops: float | None = None, peak_bandwidth: float | None = None,
+          passes: bool | Sequence[str] = False, xla_options: bool | str | Sequence[str] = False,
+          patterns: Sequence[str] | None = None, timeout_s: float | None = None, peak_flops: float | None = None, peak_bandwidth: float | None = None,
           examples_only: Sequence[str] | None = None, progress: bool = True, plot: bool = True,
           log=sys.stderr) -> SweepResult:
     """Run (or resume) a sweep and write its reports; see the module docstring."""
@@ -163,6 +163,7 @@ def sweep(datasets: Sequence[str] = QUICK_SUITE, strategies: Sequence[str] = (DE
     from shlo_env.executors import DeviceLock, Task, make_executor
     from shlo_env.patterns.base import resolve as resolve_patterns
     from shlo_env.results_db import DEFAULT_PATH, ResultsDB, config_key, environment, measurement_row
+    from shlo_env import xla_options as option_actions
     from shlo_env.search import passes as pass_actions
     from shlo_env.search import strategies as known_strategies
 
@@ -208,7 +209,9 @@ def sweep(datasets: Sequence[str] = QUICK_SUITE, strategies: Sequence[str] = (DE
         pattern_names = [type(p).__name__ if not getattr(p, "name", None) else p.name
                          for p in resolve_patterns(patterns)]
         opts = dict(budget_s=float(budget_s), seed=seed, num_random=num_random, max_steps=max_steps,
-                    min_gain=min_gain, passes=list(pass_actions.resolve(passes)), patterns=patterns,
+                    min_gain=min_gain, patterns=patterns,
+                    # XLA option actions are `name=value` tokens in the same action tuple as passes
+                    passes=list(pass_actions.resolve(passes)) + list(option_actions.resolve(xla_options)),
                     timeout_s=timeout_s, threshold=profile["faster"])
         configs = {s: measurement_config(s, opts, pattern_names) for s in strategies}
         keys = {s: config_key(c) for s, c in configs.items()}
@@ -561,6 +564,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--noise-repeats", type=int, default=None, help="self-timings per profile program")
     parser.add_argument("--retry-errors", action="store_true", help="run failed measurements again")
     parser.add_argument("--passes", action="store_true", help="let the search disable XLA passes (macro actions)")
+    parser.add_argument("--xla-options", nargs="?", const=True, default=False, metavar="approx",
+                        help="let the search set XLA compile options (shlo_env.xla_options); "
+                             "'--xla-options approx' adds fast math (APPROX tier)")
     parser.add_argument("--max-steps", type=int, default=6)
     parser.add_argument("--num-random", type=int, default=3, help="random input sets for verification")
     parser.add_argument("--min-gain", type=float, default=0.03)
@@ -580,7 +586,7 @@ def run(args: argparse.Namespace) -> int:
                     seed=args.seed, workers=args.workers, executor=args.executor, ray_address=args.ray_address,
                     db_path=args.db, out=args.out, retry_errors=args.retry_errors, noise_profile=args.noise_profile,
                     noise_repeats=args.noise_repeats, max_steps=args.max_steps, num_random=args.num_random,
-                    min_gain=args.min_gain, passes=args.passes, timeout_s=args.timeout, peak_flops=args.peak_flops,
+                    min_gain=args.min_gain, passes=args.passes, xla_options=args.xla_options, timeout_s=args.timeout, peak_flops=args.peak_flops,
                     peak_bandwidth=args.peak_bandwidth, examples_only=args.examples,
                     progress=not args.no_progress, plot=not args.no_plot)
     except KeyboardInterrupt:

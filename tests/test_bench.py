@@ -94,6 +94,10 @@ def test_user_directory_dataset_and_reports(tmp_path):
         assert res.reports["png"].read_bytes()[:4] == b"\x89PNG"
     again = bench.sweep([str(d)], ["pick-first"], budget_s=8, db_path=db, out=False, progress=False)
     assert (again.resumed, again.ran) == (2, 0) and [r["id"] for r in again.rows] == [r["id"] for r in res.rows]
+    # XLA option actions are part of a measurement's key: asking for them measures again
+    opts = bench.sweep([str(d)], ["pick-first"], budget_s=8, db_path=db, out=False, progress=False,
+                       xla_options=["xla_cpu_use_xnnpack=false"], limit=1)
+    assert (opts.resumed, opts.ran) == (0, 1) and opts.rows[0]["status"] == "ok"
 
 
 def _seed_profile(db_path) -> None:
