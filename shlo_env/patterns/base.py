@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 from jaxlib.mlir import ir
 
-from shlo_env.ir import complex_constant, element_type_of, is_complex, is_pure
+from shlo_env.ir import attribute_items, complex_constant, element_type_of, is_complex, is_pure
 from shlo_env.numerics import Numerics
 from shlo_env.tensor_types import UnsupportedType, dtype_of, is_float, is_integer, shape_of
 
@@ -44,7 +44,7 @@ __all__ = [
     # added with the pattern library (issue 6)
     "ELEMENTWISE", "UNARY_ELEMENTWISE", "BINARY_ELEMENTWISE", "COMMUTATIVE", "DATA_MOVEMENT",
     "is_elementwise", "concat_dim", "slice_params", "permutation", "broadcast_dims", "comparison",
-    "Scalar", "scalar_operand", "operand_kinds", "operands_through", "depends_on", "ancestors_since", "captured_values", "callee",
+    "Scalar", "scalar_operand", "operand_kinds", "operands_through", "depends_on", "ancestors_since", "related_ops", "attr_strings", "captured_values", "callee",
     "static_trip_count", "LoopInfo", "body_size", "FlatBody", "is_pure", "reduce_body",
     # layout motion (issue 10)
     "sink_match", "sink_operands", "hoist_match", "hoist_operands",
@@ -502,6 +502,57 @@ def hoist_match(op, through: str):
 def hoist_operands(b, m: Match, move) -> list:
     """The operands of a hoist_match's f, each full-shape one passed through `move(x)`."""
     return [move(x) if k == "x" else x if k == "same" else k.at(b, m.outer_shape) for k, x in zip(m.kinds, m.inputs)]
+
+
+def attr_strings(op: ir.Operation) -> dict[str, str]:
+    """`op`'s attributes as {name: printed value}: comparable across ops, complex constants included."""
+    return dict(attribute_items(op))
+
+
+def related_ops(op, up: int = 2, down: int = 3, budget: int = 64):
+    """Ops of `op`'s block that share an ancestor with `op` (within `up` producer hops, the
+    block's arguments counting as one common ancestor), reached within `down` user hops.
+
+    A bounded search (no scan of the whole block), so matching stays linear in program size.
+    """
+    block = op.operation.block
+    frontier, ancestors = list(op.operands), []
+    seen_vals: set = set()
+    for hop in range(up):
+        nxt = []
+        for v in frontier:
+            if v in seen_vals:
+                continue
+            seen_vals.add(v)
+            ancestors.append(v)
+            if isinstance(v, ir.OpResult):
+                owner = v.owner.operation
+                if owner.block == block:
+                    nxt.extend(owner.operands)
+            elif isinstance(v, ir.BlockArgument) and v.owner == block and hop == 0:
+                # f(arg0), f(arg1): the arguments next to v (within `budget` positions; a model
+                # with thousands of parameters must not make each match scan them all)
+                args = block.arguments
+                lo, hi = max(0, v.arg_number - budget // 2), min(len(args), v.arg_number + budget // 2 + 1)
+                nxt.extend(a for a in (args[i] for i in range(lo, hi)) if a not in seen_vals)
+        frontier = nxt
+    ancestors.extend(v for v in frontier if v not in seen_vals)
+    found, visited = [], {op.operation}
+    level = ancestors
+    for _ in range(down):
+        nxt = []
+        for v in level:
+            for use in v.uses:
+                u = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+                if u in visited or u.block != block:
+                    continue
+                visited.add(u)
+                found.append(u)
+                if len(visited) > budget:
+                    return found
+                nxt.extend(u.results)
+        level = nxt
+    return found
 
 
 def depends_on(value: ir.Value, op, limit: int = 256) -> bool:

@@ -20,10 +20,9 @@ import math
 from jaxlib.mlir import ir
 
 from shlo_env.patterns.base import (
-    ELEMENTWISE, Match, Numerics, Pattern, Scalar, ancestors_since, dot_dims, element_type_of, is_elementwise, producer,
-    register, scalar_operand, single_use, splat_value, static_shape, users,
+    ELEMENTWISE, Match, Numerics, Pattern, Scalar, ancestors_since, attr_strings, dot_dims, element_type_of, is_elementwise, producer,
+    register, related_ops, scalar_operand, single_use, splat_value, static_shape, users,
 )
-from shlo_env.patterns.fusion import _attr_strings, _related_ops
 from shlo_env.tensor_types import tensor_type
 
 #: Most copies batched into one op, and most ops of one chain.
@@ -51,7 +50,7 @@ def _chain(value, leaves: list, budget: list) -> tuple:
     if (op is not None and budget[0] > 0 and is_elementwise(op) and single_use(value)
             and all(static_shape(v) for v in op.operands)):
         budget[0] -= 1
-        return (op.operation.name, tuple(sorted(_attr_strings(op.operation).items())),
+        return (op.operation.name, tuple(sorted(attr_strings(op.operation).items())),
                 str(element_type_of(value)), tuple(_chain(v, leaves, budget) for v in op.operands))
     leaves.append(value)
     return ("leaf", str(element_type_of(value)))
@@ -62,7 +61,7 @@ def _chain_of(op):
     leaves: list = []
     budget = [MAX_CHAIN_OPS - 1]
     operands = tuple(_chain(v, leaves, budget) for v in op.operands)
-    structure = (op.operation.name, tuple(sorted(_attr_strings(op.operation).items())),
+    structure = (op.operation.name, tuple(sorted(attr_strings(op.operation).items())),
                  str(element_type_of(op.result)), operands)
     return structure, leaves
 
@@ -108,7 +107,7 @@ class BatchElementwiseChains(Pattern):
         members = [(op, leaves)]
         cones = [ancestors_since(_leaf_values(leaves), op, MAX_CONE)]  # what each member reads, since op
         tries = 0
-        for other in _related_ops(op, budget=256):
+        for other in related_ops(op, budget=256):
             if (other.name != op.operation.name or not op.operation.is_before_in_block(other)
                     or not is_elementwise(other) or not static_shape(other.results[0])):
                 continue
@@ -166,7 +165,7 @@ def _build(b, structure, inputs, total: int):
 def _dot_key(op):
     d = dot_dims(op)
     return (tuple(map(tuple, d.batch + d.contract)), str(op.operands[0].type), str(op.operands[1].type),
-            str(op.result.type), tuple(sorted(_attr_strings(op.operation).items())))
+            str(op.result.type), tuple(sorted(attr_strings(op.operation).items())))
 
 
 @register
@@ -185,7 +184,7 @@ class BatchDots(Pattern):
         members = [op]
         cones = [ancestors_since(op.operands, op, MAX_CONE)]  # what each member reads, since op
         tries = 0
-        for other in _related_ops(op, budget=256):
+        for other in related_ops(op, budget=256):
             if other.name != "stablehlo.dot_general" or not op.operation.is_before_in_block(other):
                 continue
             other = other.opview

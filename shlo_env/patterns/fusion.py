@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from shlo_env.ir import attribute_items
 from shlo_env.numerics import Numerics
 from shlo_env.patterns.base import (
-    ELEMENTWISE, Match, Pattern, captured_values, depends_on, is_elementwise, is_integer, is_pure,
-    register, scalar_operand, shape_of, static_shape,
+    ELEMENTWISE, Match, Pattern, attr_strings, captured_values, depends_on, is_elementwise, is_integer, is_pure,
+    register, related_ops, scalar_operand, shape_of, static_shape,
 )
 
 #: Ops worth materializing once rather than recomputing in every consumer's fusion.
@@ -106,66 +105,16 @@ class DuplicateProducer(Pattern):
         return out
 
 
-def _attr_strings(op: ir.Operation) -> dict[str, str]:
-    return dict(attribute_items(op))
-
-
-def _related_ops(op, up: int = 2, down: int = 3, budget: int = 64):
-    """Ops of `op`'s block that share an ancestor with `op` (within `up` producer hops, the
-    block's arguments counting as one common ancestor), reached within `down` user hops.
-
-    A bounded search (no scan of the whole block), so matching stays linear in program size.
-    """
-    block = op.operation.block
-    frontier, ancestors = list(op.operands), []
-    seen_vals: set = set()
-    for hop in range(up):
-        nxt = []
-        for v in frontier:
-            if v in seen_vals:
-                continue
-            seen_vals.add(v)
-            ancestors.append(v)
-            if isinstance(v, ir.OpResult):
-                owner = v.owner.operation
-                if owner.block == block:
-                    nxt.extend(owner.operands)
-            elif isinstance(v, ir.BlockArgument) and v.owner == block and hop == 0:
-                # f(arg0), f(arg1): the arguments next to v (within `budget` positions; a model
-                # with thousands of parameters must not make each match scan them all)
-                args = block.arguments
-                lo, hi = max(0, v.arg_number - budget // 2), min(len(args), v.arg_number + budget // 2 + 1)
-                nxt.extend(a for a in (args[i] for i in range(lo, hi)) if a not in seen_vals)
-        frontier = nxt
-    ancestors.extend(v for v in frontier if v not in seen_vals)
-    found, visited = [], {op.operation}
-    level = ancestors
-    for _ in range(down):
-        nxt = []
-        for v in level:
-            for use in v.uses:
-                u = use.owner.operation if hasattr(use.owner, "operation") else use.owner
-                if u in visited or u.block != block:
-                    continue
-                visited.add(u)
-                found.append(u)
-                if len(visited) > budget:
-                    return found
-                nxt.extend(u.results)
-        level = nxt
-    return found
-
-
 def _merge_partner(op):
     """The nearest later op of the same kind, types and attributes, independent of `op`."""
     name = op.operation.name
     types = [v.type for v in op.operands]
     result_types = [r.type for r in op.operation.results]
-    candidates = [o for o in _related_ops(op) if o.name == name and [v.type for v in o.operands] == types
+    candidates = [o for o in related_ops(op) if o.name == name and [v.type for v in o.operands] == types
                   and [r.type for r in o.results] == result_types and op.operation.is_before_in_block(o)]
     if candidates:
-        attrs = _attr_strings(op.operation)
-        candidates = [o for o in candidates if _attr_strings(o) == attrs]
+        attrs = attr_strings(op.operation)
+        candidates = [o for o in candidates if attr_strings(o) == attrs]
     while candidates:
         best = candidates[0]
         for c in candidates[1:]:
