@@ -73,7 +73,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from shlo_env import driver, observe
+from shlo_env import driver, gym_registration, observe
 from shlo_env.env import (
     Env, EnvError, looks_like_uri, program_from_state, program_state, resolve_program,
 )
@@ -82,7 +82,7 @@ from shlo_env.import_ import Program
 from shlo_env.replay import EpisodeRecord
 from shlo_env.worker import CandidateError
 
-ENV_ID = "shlo_env/Rewrite-v0"
+ENV_ID = gym_registration.ENV_ID
 REWARDS = ("cost_model", "runtime", "baseline", "predicted")
 FEATURE_HIGH = 1e6  # features are clipped to [-1, FEATURE_HIGH] so every Box is finite
 
@@ -578,8 +578,7 @@ def encode(g: observe.Graph, c: Config) -> dict:
 
 def register() -> None:
     """Register `shlo_env/Rewrite-v0` with gymnasium (done when this module is imported)."""
-    if ENV_ID not in gym.registry:
-        gym.register(id=ENV_ID, entry_point="shlo_env.gym_env:RewriteEnv")
+    gym_registration.register(gym)
 
 
 register()
