@@ -30,15 +30,15 @@ def default_timeout() -> float:
 @dataclass(frozen=True)
 class TimingPolicy:
     """Rounds of side-by-side timing (A, B, A, B...): `warmup` untimed rounds, then at least `runs`
-    timed rounds, and more until `min_seconds` of measuring (at most `max_rounds`)."""
+    timed rounds, and more until `min_seconds` of measuring (at most `max_rounds`, default 100 x runs)."""
 
     runs: int = 10
     warmup: int = 3
     min_seconds: float = 0.0
-    max_rounds: int = 1000
+    max_rounds: int | None = None  # default: 100 * runs
 
     def __post_init__(self):
-        if self.runs < 1 or self.warmup < 0 or self.min_seconds < 0 or self.max_rounds < self.runs:
+        if self.runs < 1 or self.warmup < 0 or self.min_seconds < 0 or (self.max_rounds is not None and self.max_rounds < self.runs):
             raise ValueError(f"invalid timing policy {self}")
 
     def with_(self, **changes) -> "TimingPolicy":
