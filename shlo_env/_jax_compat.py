@@ -91,7 +91,8 @@ def serialize_portable(module_text: str) -> bytes:
 def deserialize_portable(data: bytes) -> str:
     from jaxlib.mlir._mlir_libs import _stablehlo
 
-    return _stablehlo.deserialize_portable_artifact_str(data)
+    text = _stablehlo.deserialize_portable_artifact_str(data)
+    return text.decode() if isinstance(text, bytes) else text  # the stubs say bytes; it is str
 
 
 def eval_module(module: ir.Module, inputs: list) -> list:
@@ -143,7 +144,7 @@ def canonical_hlo_text(hlo_module) -> str:
     settings (`outer_dimension_partitions`, `fusion_config`) that make two executables with
     the same instructions run differently."""
     try:
-        from jaxlib import _hlo
+        from jaxlib import _hlo  # type: ignore[attr-defined]  # not in jaxlib's stubs
 
         options = _hlo.HloPrintOptions.fingerprint()
         try:
@@ -163,6 +164,6 @@ def hlo_cost_analysis(text: str) -> dict:
     try:
         from jax._src.lib import _jax
     except ImportError:  # pragma: no cover - older jaxlib
-        from jax._src.lib import xla_extension as _jax
+        from jax._src.lib import xla_extension as _jax  # type: ignore[attr-defined]
     computation = _jax.mlir.mlir_module_to_xla_computation(text, use_tuple_args=False, return_tuple=False)
     return _jax.hlo_module_cost_analysis(jeb.get_backend("cpu"), computation.as_hlo_module())

@@ -168,7 +168,7 @@ class SearchCache:
 
     def entries(self) -> list[tuple[Path, Entry | None]]:
         """Every entry file with its parsed entry (None for an unreadable one)."""
-        out = []
+        out: list[tuple[Path, Entry | None]] = []
         for path in self.files():
             try:
                 out.append((path, Entry.from_json(path.read_bytes().decode("utf-8"))))

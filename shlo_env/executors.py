@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
+from typing import Any
 import socket
 import sys
 import tempfile
@@ -137,7 +138,7 @@ class _TaskRunner:
     def __init__(self, timeout_s: float | None, device_lock):
         self.timeout_s = timeout_s
         self.lock = device_lock
-        self.worker = None
+        self.worker: Any = None  # a Worker, started on the first task
         self.done = 0
 
     def run(self, task: Task) -> dict:
@@ -168,6 +169,7 @@ def _pool_init(timeout_s, device_lock) -> None:
 
 
 def _pool_run(task: Task) -> dict:
+    assert _PROCESS_RUNNER is not None, "the pool initializer did not run"
     return _PROCESS_RUNNER.run(task)
 
 
@@ -250,7 +252,7 @@ class RayExecutor:
         ray = self.ray
         if ray.is_initialized():
             return False
-        kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
         if self.address is None:
             kwargs["num_cpus"] = self.workers or os.cpu_count() or 1
             # the actors must import this package: the driver's sys.path travels with them

@@ -19,11 +19,12 @@ import gzip
 import json
 import lzma
 import sys
+from typing import Callable
 from pathlib import Path
 
 from shlo_env.import_ import BYTECODE_MAGIC, Program, ProgramError, parse_module, program_from_module
 
-_COMPRESSORS = {".xz": lzma.compress, ".gz": gzip.compress, ".bz2": bz2.compress}
+_COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {".xz": lzma.compress, ".gz": gzip.compress, ".bz2": bz2.compress}
 
 
 def _zstd_decompress(data: bytes) -> bytes:
@@ -138,8 +139,8 @@ def run(args: argparse.Namespace) -> int:
     res = optimize_program(program, patterns=patterns, strategy=args.strategy, budget_s=args.budget,
                            passes=args.passes, seed=args.seed, timeout_s=args.timeout,
                            progress=args.progress, name=program.name)
-    if res.status != "ok":
-        return fail(res.error)
+    if res.status != "ok" or res.program is None:
+        return fail(res.error or "the search returned no program")
     try:
         write_program(res.program, args.output)
     except OSError as e:

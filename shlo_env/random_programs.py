@@ -331,7 +331,7 @@ def unary(g: Gen):
     if bound == "log":
         x = g.operand(floats=True, want=lambda v: v.mag <= math.log(v.limit))
     else:
-        x = g.operand(floats=float_only, max_mag=bound)
+        x = g.operand(floats=float_only, max_mag=None if bound is None else float(bound))
     g.emit("unary", f"{name}({x})", fn, [x], [(x.shape, x.dtype, out_mag(x.mag))])
 
 
@@ -414,10 +414,10 @@ def broadcast_in_dim(g: Gen):
     x = g.operand(want=lambda v: v.rank < MAX_RANK)
     out_rank = g.draw(st.integers(x.rank + 1, min(MAX_RANK, x.rank + 2)))
     dims = sorted(g.draw(st.lists(st.integers(0, out_rank - 1), min_size=x.rank, max_size=x.rank, unique=True)))
-    shape = [g.dim(1, 4) for _ in range(out_rank)]
+    dim_sizes = [g.dim(1, 4) for _ in range(out_rank)]
     for i, d in enumerate(dims):
-        shape[d] = x.shape[i] if x.shape[i] != 1 else g.dim(1, 4)
-    shape = tuple(shape)
+        dim_sizes[d] = x.shape[i] if x.shape[i] != 1 else g.dim(1, 4)
+    shape = tuple(dim_sizes)
     g.emit("broadcast_in_dim", f"broadcast_in_dim({x}, shape={shape}, dims={tuple(dims)})",
            lambda a: lax.broadcast_in_dim(a, shape, tuple(dims)), [x], [(shape, x.dtype, x.mag)])
 
@@ -518,15 +518,15 @@ def pad(g: Gen):
     """pad with a constant: low/high edges (sometimes negative) and interior padding."""
     x = g.operand(want=lambda v: v.rank >= 1, fresh=lambda: g.shape(g.dim(1, 3)))
     value = g.choice([0, 0, 1, -2])
-    config, shape = [], []
+    edges, sizes = [], []
     for d in x.shape:
         lo, hi, interior = g.choice([0, 0, 1, 2, -1]), g.choice([0, 0, 1, 2, -1]), g.choice([0, 0, 1])
         size = d + lo + hi + (d - 1) * interior
         if size < 1:
             lo, hi, size = 0, 0, d + (d - 1) * interior
-        config.append((lo, hi, interior))
-        shape.append(size)
-    config, shape = tuple(config), tuple(shape)
+        edges.append((lo, hi, interior))
+        sizes.append(size)
+    config, shape = tuple(edges), tuple(sizes)
     g.emit("pad", f"pad({x}, {value}, {config})", lambda a: lax.pad(a, np.asarray(value, a.dtype), config), [x],
            [(shape, x.dtype, max(x.mag, abs(value)))])
 
@@ -895,7 +895,7 @@ def fire_rate(n: int = 200, patterns=None, **strategy_kwargs) -> tuple[float, Co
     from shlo_env.patterns import all_patterns
 
     patterns = all_patterns() if patterns is None else patterns
-    fired, total, per_pattern = 0, 0, Counter()
+    fired, total, per_pattern = 0, 0, Counter[str]()
 
     @settings(max_examples=n, deadline=None, database=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
@@ -964,7 +964,8 @@ def conformance_inputs(dtype, shape, seed: int = 0) -> tuple[np.ndarray, np.ndar
     from shlo_env.runtime import random_inputs
 
     spec = jax.ShapeDtypeStruct(shape, np.dtype(dtype))
-    return tuple(random_inputs([spec, spec], seed))
+    a, b = random_inputs([spec, spec], seed)
+    return a, b
 
 
 def conformance_programs(seed: int = 0) -> list[tuple[str, Any]]:

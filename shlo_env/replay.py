@@ -157,6 +157,8 @@ def _group(lines: Iterable[dict]) -> list[EpisodeRecord]:
     records: dict[str, EpisodeRecord] = {}
     for n, line in enumerate(lines):
         kind, eid = line.get("kind"), line.get("episode")
+        if not isinstance(eid, str):
+            raise ValueError(f"line {n + 1}: a record without an episode id: {str(line)[:80]}")
         if kind == "episode":
             if line.get("format", FORMAT_VERSION) > FORMAT_VERSION:
                 raise ValueError(f"episode {eid}: record format {line['format']} is newer than this "

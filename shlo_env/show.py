@@ -172,7 +172,7 @@ def to_dot(program: Program, decisions: Sequence[int] | None = None, *, title: s
             caption = f"#{a} choice {c}: {label}"
         elif chosen.get(owner) == c:
             style = dict(style="rounded,filled", color=_C["chosen_border"], fillcolor="#f1f8e9",
-                         fontcolor=_C["chosen_border"], penwidth=2)
+                         fontcolor=_C["chosen_border"], penwidth="2")
             caption = f"#{a} choice {c}: {label} (chosen)"
         else:
             style = dict(style="rounded,dashed", color=_C["unchosen"], fontcolor=_C["unchosen"])

@@ -159,10 +159,14 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
 
 def test_cli_cache_list_and_clear(tmp_path, small, capsys):
     se.optimize(colsum, *small, budget_s=40, cache=tmp_path)
+    [(_, entry)] = search_cache.SearchCache(tmp_path).entries()
+    # what the search found depends on the machine's load; the listing must say what it was
+    found = ["jax.jit kept"] if entry.program is None else list(entry.report["applied"])
     (tmp_path / "searches" / "broken.json").write_text("{")
     assert cli_main(["cache", "list", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "2 cached searches" in out and "colsum" in out and "reduce_through_dot" in out and "unreadable" in out
+    assert "2 cached searches" in out and "colsum" in out and "unreadable" in out
+    assert found and all(what in out for what in found), (found, out)
     assert cli_main(["cache", "clear", "--dir", str(tmp_path)]) == 0
     assert "removed 2" in capsys.readouterr().out
     assert search_cache.SearchCache(tmp_path).entries() == []

@@ -149,13 +149,12 @@ def _read_text(dataset: str, entry: Entry) -> str:
 
 
 def _load_file(path: Path) -> Program:
-    data = path.read_bytes()
+    raw = path.read_bytes()
     if path.name.endswith(".xz"):
-        data = lzma.decompress(data)
+        raw = lzma.decompress(raw)
     elif path.name.endswith(".gz"):
-        data = gzip.decompress(data)
-    if not data.startswith(BYTECODE_MAGIC):
-        data = data.decode("utf-8", errors="replace")
+        raw = gzip.decompress(raw)
+    data: bytes | str = raw if raw.startswith(BYTECODE_MAGIC) else raw.decode("utf-8", errors="replace")
     name = path.name.split(".")[0]
     return program_from_module(parse_module(data, what=str(path)), name=name, source=str(path))
 

@@ -128,8 +128,8 @@ def generate_corpus(names: list[str] | None = None) -> dict:
                 continue
             text = program.text()
             problem, ms = _validate(worker, text, program.in_specs, time_it=True)
-            if problem:
-                failures[name] = problem
+            if problem or ms is None:
+                failures[name] = problem or "not timed"
                 _log(f"  {name}: FAILED {problem}")
                 continue
             file = f"{name}.mlir.xz"
@@ -194,7 +194,8 @@ def sample_subgraphs(programs: list[Program], lo: int, hi: int, target: int, see
             extractors.append(ex)
     rngs = [random.Random(f"{seed}/{lo}-{hi}/{ex.program.name}") for ex in extractors]
     seen: set[str] = set()
-    found, stats = [], collections.Counter()
+    found: list = []
+    stats = collections.Counter[str]()
     stale = [0] * len(extractors)
     for _ in range(max_rounds):
         progressed = False
@@ -234,8 +235,9 @@ def generate_subgraphs(dataset: str, target: int, seed: int = 0) -> dict:
     found, stats = sample_subgraphs(programs, lo, hi, target, seed)
     _log(f"  {dataset}: {stats['unique']} unique cuts from {stats['source_programs']} programs "
          f"({stats['attempts']} attempts, {time.perf_counter() - start:.1f} s); validating...")
-    kept, failures = [], collections.Counter()
-    failure_examples = {}
+    kept: list = []
+    failures = collections.Counter[str]()
+    failure_examples: dict[str, str] = {}
     with Worker(timeout_s=120) as worker:
         for n, (sg, h) in enumerate(found):
             text = sg.program.text()
@@ -249,7 +251,7 @@ def generate_subgraphs(dataset: str, target: int, seed: int = 0) -> dict:
             if (n + 1) % 200 == 0:
                 _log(f"    validated {n + 1}/{len(found)} ({len(kept)} ok)")
     kept.sort(key=lambda t: (t[0].source, t[1]))
-    per_source = collections.Counter()
+    per_source = collections.Counter[str]()
     entries = []
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as z:
