@@ -118,7 +118,7 @@ def measure(programs: list[tuple[str, Program]], *, repeats: int = 20, quantile:
 
 
 def format_profile(profile: dict) -> str:
-    from shlo_env.bench import format_table
+    from shlo_env.bench.report import format_table
 
     rows = []
     for d in profile["details"] or []:
