@@ -1,7 +1,7 @@
 """Where a sweep's programs are optimized: local worker processes (default) or a Ray cluster.
 
-An executor takes `Task`s (a program, its dataset URI, a strategy and the options of
-`optimize_program`) and yields one result dict per task, in completion order. The caller (the
+An executor takes `Task`s (a program, its dataset URI, a strategy, the search's options and
+the function that runs the search) and yields one result dict per task, in completion order. The caller (the
 sweep in `shlo_env.bench`) writes each result to the results database as it arrives, so an
 interrupted sweep loses at most the tasks in flight.
 
@@ -28,8 +28,9 @@ import socket
 import sys
 import tempfile
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from shlo_env.import_ import Program
 
@@ -47,7 +48,9 @@ class Task:
     program_hash: str
     strategy: str
     program: Program
-    options: dict  # keyword arguments of optimize_program (budget_s, seed, threshold, ...)
+    options: dict  # the search's settings (budget_s, seed, threshold, ...), for `optimize`
+    # (task, worker, device_lock) -> the result record; a module-level function (pickled by name)
+    optimize: Callable[[Task, Any, Any], dict]
 
 
 class DeviceLock:
@@ -103,16 +106,13 @@ def device_name() -> str:
 
 
 def run_task(task: Task, worker, device_lock) -> dict:
-    """Optimize one task's program; a result dict (`ProgramResult.record()`) plus bookkeeping.
+    """Optimize one task's program with `task.optimize`; its result dict plus bookkeeping.
     Never raises: an exception becomes a result with status "error"."""
     from shlo_env.results_db import now_iso
-    from shlo_env.search.runner import optimize_program
 
     started = now_iso()
     try:
-        res = optimize_program(task.program, strategy=task.strategy, worker=worker, device_lock=device_lock,
-                               name=task.name, **task.options)
-        rec = res.record()
+        rec = task.optimize(task, worker, device_lock)
     except Exception as e:  # noqa: BLE001 - one program's failure must not stop the sweep
         rec = {"name": task.name, "status": "error", "strategy": task.strategy,
                "error": f"{type(e).__name__}: {e}", "original_hash": task.program_hash,

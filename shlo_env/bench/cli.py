@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from shlo_env.bench.options import DEFAULT_STRATEGY, QUICK_BUDGET_S, QUICK_SUITE, BenchError
+from shlo_env.bench.options import DEFAULT_STRATEGY, QUICK_BUDGET_S, QUICK_SUITE, BenchError, SweepOptions
 from shlo_env.bench.report import TABLE_HEADER, format_table, header_lines, improved_rows, table_rows
 from shlo_env.bench.sweep import sweep
 
@@ -53,16 +53,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plot", action="store_true", help="no PNG")
 
 
+def options_from_args(args: argparse.Namespace) -> SweepOptions:
+    return SweepOptions(
+        budget_s=args.budget or QUICK_BUDGET_S, limit=args.limit, seed=args.seed, workers=args.workers,
+        executor=args.executor, ray_address=args.ray_address, db_path=args.db, out=args.out,
+        retry_errors=args.retry_errors, noise_profile=args.noise_profile, noise_repeats=args.noise_repeats,
+        max_steps=args.max_steps, num_random=args.num_random, min_gain=args.min_gain, passes=args.passes,
+        xla_options=args.xla_options, timeout_s=args.timeout, peak_flops=args.peak_flops,
+        peak_bandwidth=args.peak_bandwidth, examples_only=args.examples, progress=not args.no_progress,
+        plot=not args.no_plot)
+
+
 def run(args: argparse.Namespace) -> int:
     datasets = args.dataset or (["examples"] if args.examples else list(QUICK_SUITE))
     try:
-        res = sweep(datasets, args.strategy, budget_s=args.budget or QUICK_BUDGET_S, limit=args.limit,
-                    seed=args.seed, workers=args.workers, executor=args.executor, ray_address=args.ray_address,
-                    db_path=args.db, out=args.out, retry_errors=args.retry_errors, noise_profile=args.noise_profile,
-                    noise_repeats=args.noise_repeats, max_steps=args.max_steps, num_random=args.num_random,
-                    min_gain=args.min_gain, passes=args.passes, xla_options=args.xla_options, timeout_s=args.timeout, peak_flops=args.peak_flops,
-                    peak_bandwidth=args.peak_bandwidth, examples_only=args.examples,
-                    progress=not args.no_progress, plot=not args.no_plot)
+        res = sweep(datasets, args.strategy, options_from_args(args))
     except KeyboardInterrupt:
         return 130
     except (BenchError, LookupError, ValueError, OSError) as e:  # a bad dataset, path or option: say it plainly
