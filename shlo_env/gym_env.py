@@ -73,7 +73,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from shlo_env import driver, gym_registration, observe
+from shlo_env import driver, gym_registration, observe, roofline
 from shlo_env.env import (
     Env, EnvError, looks_like_uri, program_from_state, program_state, resolve_program,
 )
@@ -497,17 +497,12 @@ def make_env(config: Mapping | None = None) -> RewriteEnv:
 
 
 def cost_seconds(cost: Mapping, flops_per_s: float, bytes_per_s: float) -> float:
-    """The cost model: flops / flops_per_s + bytes / bytes_per_s (XLA's cost analysis).
-
-    XLA leaves entries out when they are zero (no arithmetic: no flops; a program that returns
-    its input: no bytes), which `runtime.cost_analysis` reports as NaN; one missing entry counts
-    as 0, both missing means the backend has no cost analysis."""
-    flops, nbytes = float(cost.get("flops", np.nan)), float(cost.get("bytes", np.nan))
-    if not np.isfinite(flops) and not np.isfinite(nbytes):
+    """The cost model of the "cost_model" reward: `roofline.cost_seconds`; a cost without an
+    estimate (XLA reported no cost analysis) fails the step (CandidateError)."""
+    seconds = roofline.cost_seconds(cost, flops_per_s, bytes_per_s)
+    if seconds is None:
         raise CandidateError("compile", f"XLA reported no cost analysis ({dict(cost)})")
-    flops = flops if np.isfinite(flops) else 0.0
-    nbytes = nbytes if np.isfinite(nbytes) else 0.0
-    return max(flops, 0.0) / flops_per_s + max(nbytes, 0.0) / bytes_per_s
+    return seconds
 
 
 # --- observation encoding ---------------------------------------------------------------------
