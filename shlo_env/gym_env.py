@@ -180,7 +180,7 @@ def _random_sources(n: int, max_ops: int, seed: int) -> tuple[Source, ...]:
     draw()
     out = []
     for i, (fn, args) in enumerate(drawn[:n]):
-        out.append(Source(f"random/{seed}/{i}", lambda fn=fn, args=args: resolve_program(fn, *args)[0]))
+        out.append(Source(f"random/{seed}/{i}", functools.partial(_load_item, (fn, args))))
     return tuple(out)
 
 
@@ -387,10 +387,10 @@ class RewriteEnv(gym.Env):
                 except CandidateError as e:
                     final = float(c.error_reward)
                     info["error"] = f"{type(e).__name__}: {e}"
-            if final is not None:
+            if final is not None:  # the last step's reward instead of update's
                 reward = final
+                self.record.total_reward += reward - self.record.steps[-1].reward
                 self.record.steps[-1].reward = reward
-                self.record.total_reward += reward
             self.record.finish(self._state)
             if c.record:
                 self.record.write(c.record)

@@ -3,9 +3,9 @@
 Each is a small class in CompilerGym's shape: `reset(env)` at the start of an episode (it
 returns the info entries it adds, e.g. the original's cost), `update(env, prev, new, decisions)`
 after each step that applied a rewrite (it returns that step's reward), and `episode_end(env)`
-when the episode ends without an error (None keeps the last step's reward; the "baseline"
-reward pays out there). `env` is the `RewriteEnv`; `env.episode` is the research `Env` of
-the episode. A new reward: subclass `Reward`, give it a `name`, decorate it with `@register`.
+when the episode ends without an error (a float replaces the last step's reward, None keeps
+it; the "baseline" reward pays out there). `env` is the `RewriteEnv`; `env.episode` is the
+research `Env` of the episode. A new reward: subclass `Reward`, give it a `name`, decorate it with `@register`.
 """
 
 from __future__ import annotations
