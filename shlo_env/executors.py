@@ -30,9 +30,12 @@ import tempfile
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shlo_env.import_ import Program
+
+if TYPE_CHECKING:
+    from shlo_env.worker import Worker
 
 RECYCLE_WORKER_EVERY = 100  # programs per Worker child (bounds its executable cache)
 
@@ -137,7 +140,7 @@ class _TaskRunner:
     def __init__(self, timeout_s: float | None, device_lock):
         self.timeout_s = timeout_s
         self.lock = device_lock
-        self.worker = None
+        self.worker: Worker | None = None
         self.done = 0
 
     def run(self, task: Task) -> dict:
@@ -168,6 +171,7 @@ def _pool_init(timeout_s, device_lock) -> None:
 
 
 def _pool_run(task: Task) -> dict:
+    assert _PROCESS_RUNNER is not None, "_pool_init runs first in every pool process"
     return _PROCESS_RUNNER.run(task)
 
 
@@ -250,7 +254,7 @@ class RayExecutor:
         ray = self.ray
         if ray.is_initialized():
             return False
-        kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
         if self.address is None:
             kwargs["num_cpus"] = self.workers or os.cpu_count() or 1
             # the actors must import this package: the driver's sys.path travels with them

@@ -67,7 +67,7 @@ def measure_cpu_peaks(repeats: int = 5, n: int = 2048, mib: int = 256) -> tuple[
 
     from shlo_env import runtime
 
-    def best_rate(fn, *args) -> float:
+    def best_rate(fn, *args) -> tuple[dict, float]:
         compiled = jax.jit(fn).lower(*args).compile()
         cost = runtime._cost_dict(compiled.cost_analysis())  # noqa: SLF001 - one cost definition
         jax.block_until_ready(compiled(*args))
@@ -128,17 +128,21 @@ def cost_seconds(cost: Mapping, flops_per_s: float, bytes_per_s: float,
     broken candidate as free. Callers choose what "no estimate" means for them: the cost-model
     search ranks it last (inf), the roofline column leaves it empty, the gym reward fails the step.
     A negative count (none is expected) counts as 0."""
-    if cost.get("error"):
+    flops, nbytes = _count(cost, "flops"), _count(cost, "bytes")
+    if cost.get("error") or flops is None or nbytes is None:
         return None
-    values = [cost.get("flops"), cost.get("bytes")]
-    if any(v is None or math.isnan(float(v)) for v in values):
-        return None
-    flops, nbytes = (max(float(v), 0.0) for v in values)
     seconds = flops / flops_per_s + nbytes / bytes_per_s
     if transcendentals_per_s:
-        t = cost.get("transcendentals")
-        seconds += max(float(t), 0.0) / transcendentals_per_s if t is not None and not math.isnan(float(t)) else 0.0
+        seconds += (_count(cost, "transcendentals") or 0.0) / transcendentals_per_s
     return seconds
+
+
+def _count(cost: Mapping, key: str) -> float | None:
+    """One count of a cost analysis (negative counts as 0); None when it is missing or NaN."""
+    value = cost.get(key)
+    if value is None or math.isnan(float(value)):
+        return None
+    return max(float(value), 0.0)
 
 
 def floor_s(cost: dict, flops: float | None, bandwidth: float | None) -> float | None:

@@ -100,6 +100,17 @@ def test_user_directory_dataset_and_reports(tmp_path):
     assert (opts.resumed, opts.ran) == (0, 1) and opts.rows[0]["status"] == "ok"
 
 
+def test_bad_input_is_a_bench_error_and_only_the_cli_exits(tmp_path, capsys):
+    from shlo_env.cli import main
+
+    db = tmp_path / "r.sqlite"
+    with pytest.raises(bench.BenchError, match="unknown strategy 'nope'"):
+        bench.sweep(["examples"], ["nope"], bench.SweepOptions(db_path=db))
+    assert not db.exists()  # nothing was measured or stored
+    assert main(["bench", "--strategy", "nope", "--db", str(db)]) == 2
+    assert "shlo-env bench: unknown strategy 'nope'" in capsys.readouterr().err
+
+
 def _seed_profile(db_path) -> None:
     """Give the test database a noise profile, so a sweep does not measure one first (the
     profile itself is tested in test_noise_profile)."""

@@ -7,6 +7,10 @@ import os
 import random
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shlo_env.import_ import Program
 
 
 @dataclasses.dataclass
@@ -14,7 +18,7 @@ class Item:
     dataset: str  # "examples", "corpus", "inst-10-20", "inst-20-40", or a directory path
     uri: str
     name: str
-    program: object  # Program
+    program: Program
     info: dict  # the programs-table row (hash, name, ops, specs, metadata)
 
     @property
@@ -60,7 +64,7 @@ def load_items(dataset: str, limit: int | None = None, seed: int = 0, examples_o
     label = dataset_label(dataset)
     out: list[Item] = []
     if dataset == "examples":
-        for ex in _sample(examples.suite(examples_only), limit, seed):
+        for ex in _sample(examples.suite(list(examples_only) if examples_only is not None else None), limit, seed):
             p = lower(ex.fn, *ex.args(seed), name=ex.name)
             out.append(Item(label, f"examples/{ex.name}", ex.name, p,
                             _info(p, ex.name, {"description": ex.description, "library": "shlo_env.examples"})))

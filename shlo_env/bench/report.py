@@ -203,7 +203,7 @@ def markdown_report(result: SweepResult, configs: dict, paths: dict) -> str:
     faster = result.profile["faster"] if result.profile else 0.94
     md = ["# shlo-env bench", ""]
     md += [f"- {x}" for x in header_lines(result)]
-    cfg = next(iter(configs.values()), {})
+    cfg: dict = next(iter(configs.values()), {})
     md += [f"- budget {cfg.get('budget_s')} s per program, seed {cfg.get('seed')}, {cfg.get('num_random')} random "
            f"input sets + example args, max {cfg.get('max_steps')} steps, min gain {cfg.get('min_gain')}",
            "", "## Runtime ratio against jax.jit (HloEnv Table 2 form)", "",

@@ -77,6 +77,7 @@ def sweep(datasets: Sequence[str] = QUICK_SUITE, strategies: Sequence[str] = (DE
                                      device_lock=DeviceLock(), progress=o.progress)
             db.add_noise_profile(env_id, measured)
             profile = db.noise_profile(env_id)
+            assert profile is not None  # just stored
         print(f"noise profile {profile['id']}: faster < {profile['faster']:.3f}, slower > {profile['slower']:.3f} "
               f"({profile['samples']} self-timings, {profile['created'][:19]})", file=log)
 

@@ -86,7 +86,7 @@ class CostModel(Strategy):
 
     def search(self, ctx: SearchContext) -> Evaluation:
         state, state_ratio = ctx.root, 1.0
-        counts = dict(costed=0, timed=0, steps=0, predicted=[])
+        counts: dict = dict(costed=0, timed=0, steps=0, predicted=[])
         for _ in range(ctx.max_steps):
             if ctx.out_of_time():
                 break
