@@ -11,8 +11,8 @@ import importlib
 import sys
 
 SUBCOMMANDS = {
-    "bench": ("shlo_env.bench", "sweep datasets of programs, store every measurement, print Table 2 "
-                                "against jax.jit"),
+    "bench": ("shlo_env.bench.cli", "sweep datasets of programs, store every measurement, print Table 2 "
+                                    "against jax.jit"),
     "noise": ("shlo_env.noise", "measure this machine's noise profile (faster/slower thresholds)"),
     "profile": ("shlo_env.profile", "time per XLA kernel, mapped back to the StableHLO ops and patterns"),
     "dataset": ("shlo_env.learn.dataset_cli", "build and export the measurement dataset for learned cost "

@@ -1,7 +1,7 @@
 """Where a sweep's programs are optimized: local worker processes (default) or a Ray cluster.
 
-An executor takes `Task`s (a program, its dataset URI, a strategy and the options of
-`optimize_program`) and yields one result dict per task, in completion order. The caller (the
+An executor takes `Task`s (a program, its dataset URI, a strategy, the search's options and
+the function that runs the search) and yields one result dict per task, in completion order. The caller (the
 sweep in `shlo_env.bench`) writes each result to the results database as it arrives, so an
 interrupted sweep loses at most the tasks in flight.
 
@@ -24,15 +24,18 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-from typing import Any
 import socket
 import sys
 import tempfile
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from shlo_env.import_ import Program
+
+if TYPE_CHECKING:
+    from shlo_env.worker import Worker
 
 RECYCLE_WORKER_EVERY = 100  # programs per Worker child (bounds its executable cache)
 
@@ -48,7 +51,9 @@ class Task:
     program_hash: str
     strategy: str
     program: Program
-    options: dict  # keyword arguments of optimize_program (budget_s, seed, threshold, ...)
+    options: dict  # the search's settings (budget_s, seed, threshold, ...), for `optimize`
+    # (task, worker, device_lock) -> the result record; a module-level function (pickled by name)
+    optimize: Callable[[Task, Any, Any], dict]
 
 
 class DeviceLock:
@@ -104,16 +109,13 @@ def device_name() -> str:
 
 
 def run_task(task: Task, worker, device_lock) -> dict:
-    """Optimize one task's program; a result dict (`ProgramResult.record()`) plus bookkeeping.
+    """Optimize one task's program with `task.optimize`; its result dict plus bookkeeping.
     Never raises: an exception becomes a result with status "error"."""
     from shlo_env.results_db import now_iso
-    from shlo_env.search.runner import optimize_program
 
     started = now_iso()
     try:
-        res = optimize_program(task.program, strategy=task.strategy, worker=worker, device_lock=device_lock,
-                               name=task.name, **task.options)
-        rec = res.record()
+        rec = task.optimize(task, worker, device_lock)
     except Exception as e:  # noqa: BLE001 - one program's failure must not stop the sweep
         rec = {"name": task.name, "status": "error", "strategy": task.strategy,
                "error": f"{type(e).__name__}: {e}", "original_hash": task.program_hash,
@@ -138,7 +140,7 @@ class _TaskRunner:
     def __init__(self, timeout_s: float | None, device_lock):
         self.timeout_s = timeout_s
         self.lock = device_lock
-        self.worker: Any = None  # a Worker, started on the first task
+        self.worker: Worker | None = None
         self.done = 0
 
     def run(self, task: Task) -> dict:
@@ -169,7 +171,7 @@ def _pool_init(timeout_s, device_lock) -> None:
 
 
 def _pool_run(task: Task) -> dict:
-    assert _PROCESS_RUNNER is not None, "the pool initializer did not run"
+    assert _PROCESS_RUNNER is not None, "_pool_init runs first in every pool process"
     return _PROCESS_RUNNER.run(task)
 
 

@@ -42,7 +42,8 @@ in `info["invalid_choices"]`. An action that keeps every original ends the episo
 Programs larger than `max_nodes`/`max_edges` are cut (nodes in topological order; edges between
 kept nodes) and `info["graph_truncated"]` is True; the full graph is `env.unwrapped.graph`.
 
-**Rewards** (`config["reward"]`):
+**Rewards** (`config["reward"]`; one class each in `shlo_env.gym_rewards`, CompilerGym's
+`reset`/`update` shape):
 
 - `"cost_model"` (default): (C(prev) - C(new)) / C(original), C = flops / flops_per_s +
   bytes / bytes_per_s from XLA's cost analysis. Deterministic and needs no timing; an episode's
@@ -66,24 +67,24 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from shlo_env import driver, gym_registration, observe
+from shlo_env import driver, gym_registration, observe, roofline
 from shlo_env.env import (
     Env, EnvError, looks_like_uri, program_from_state, program_state, resolve_program,
 )
+from shlo_env.gym_rewards import REWARDS, Reward, make_reward
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
 from shlo_env.replay import EpisodeRecord
 from shlo_env.worker import CandidateError
 
 ENV_ID = gym_registration.ENV_ID
-REWARDS = ("cost_model", "runtime", "baseline", "predicted")
 FEATURE_HIGH = 1e6  # features are clipped to [-1, FEATURE_HIGH] so every Box is finite
 
 
@@ -122,7 +123,7 @@ class Config:
         if cfg.cost_model not in ("hlo", "compiled"):
             raise ValueError(f"cost_model must be 'hlo' or 'compiled', not {cfg.cost_model!r}")
         if cfg.reward not in REWARDS:
-            raise ValueError(f"reward must be one of {REWARDS}, not {cfg.reward!r}")
+            raise ValueError(f"reward must be one of {tuple(REWARDS)}, not {cfg.reward!r}")
         if cfg.max_choices < 2 or cfg.max_alternatives < 1 or cfg.max_nodes < 1 or cfg.max_edges < 1:
             raise ValueError("max_choices >= 2 and max_alternatives, max_nodes, max_edges >= 1 are needed")
         return cfg
@@ -138,7 +139,7 @@ class Source:
     """One entry of a program set: a label, how to load it, and its corpus URI (if any)."""
 
     label: str
-    load: object  # () -> Program
+    load: Callable[[], Program]
     uri: str | None = None
 
 
@@ -179,7 +180,7 @@ def _random_sources(n: int, max_ops: int, seed: int) -> tuple[Source, ...]:
     draw()
     out = []
     for i, (fn, args) in enumerate(drawn[:n]):
-        out.append(Source(f"random/{seed}/{i}", lambda fn=fn, args=args: resolve_program(fn, *args)[0]))
+        out.append(Source(f"random/{seed}/{i}", functools.partial(_load_item, (fn, args))))
     return tuple(out)
 
 
@@ -243,13 +244,14 @@ class RewriteEnv(gym.Env):
         self.action_space = spaces.MultiDiscrete(np.full(c.max_alternatives, c.max_choices, dtype=np.int64))
         self.observation_space = observation_space(c)
         self._init_runtime()
+        self.reward_fn: Reward = make_reward(c.reward)
         self.env: Env | None = None  # the research Env of the current episode
         self.graph: observe.Graph | None = None
         self.record: EpisodeRecord | None = None  # the current (or last) episode
         self._label: str | None = None
 
     def _init_runtime(self) -> None:
-        self._sources = None
+        self._sources: list[Source] | None = None
         self._loaded: dict[str, Program] = {}
         self._worker = None
         self._costs: dict[str, dict] = {}
@@ -333,16 +335,7 @@ class RewriteEnv(gym.Env):
         self._done = False
         self.record = EpisodeRecord.start(self._state, uri=source.uri, patterns=self.env.patterns,
                                           reward=c.reward, config=self._record_config())
-        info = {}
-        if c.reward == "cost_model":
-            self._c0 = self._cost_s(self._state)
-            self._prev_value = self._c0
-            info["cost_s"] = self._c0
-        elif c.reward in ("runtime", "baseline"):
-            if self._hash not in self._baselines:
-                self._baselines[self._hash] = self.env.baseline(c.timing_runs, c.timing_warmup).full
-            self._t0 = self._baselines[self._hash]
-            info["time_s"] = self._t0
+        info = self.reward_fn.reset(self)
         obs = self._observe()
         return obs, self._info(info)
 
@@ -366,7 +359,7 @@ class RewriteEnv(gym.Env):
             prev, depth = self._state, len(self.env.history)
             try:
                 new = self.env.apply(decisions)
-                reward = self._reward(prev, new, decisions)
+                reward = self.reward_fn.update(self, prev, new, decisions)
             except (CandidateError, driver.ApplyError) as e:
                 reward, terminated = float(c.error_reward), True
                 info["error"] = f"{type(e).__name__}: {e}"
@@ -387,14 +380,17 @@ class RewriteEnv(gym.Env):
         truncated = not terminated and self._steps >= c.max_steps
         if terminated or truncated:
             self._done = True
-            if c.reward == "baseline" and "error" not in info:
+            final = None
+            if "error" not in info:
                 try:
-                    reward = self._final_speedup()
+                    final = self.reward_fn.episode_end(self)
                 except CandidateError as e:
-                    reward = float(c.error_reward)
+                    final = float(c.error_reward)
                     info["error"] = f"{type(e).__name__}: {e}"
+            if final is not None:  # the last step's reward instead of update's
+                reward = final
+                self.record.total_reward += reward - self.record.steps[-1].reward
                 self.record.steps[-1].reward = reward
-                self.record.total_reward += reward
             self.record.finish(self._state)
             if c.record:
                 self.record.write(c.record)
@@ -435,43 +431,27 @@ class RewriteEnv(gym.Env):
             decisions.append(d)
         return decisions, invalid
 
-    def _cost_s(self, program: Program) -> float:
-        cost = self.env.cost(program, optimized=self.config.cost_model == "compiled")
+    def cost_s(self, program: Program) -> float:
+        """The cost model's seconds for `program` (the "cost_model" reward's C)."""
+        cost = self.episode.cost(program, optimized=self.config.cost_model == "compiled")
         return cost_seconds(cost, self.config.flops_per_s, self.config.bytes_per_s)
 
-    def _reward(self, prev: Program, new: Program, decisions) -> float:
-        c = self.config
-        if c.reward == "predicted":  # self.graph is still the augmented prev the decisions index
-            from shlo_env.learn.model import predicted_scores
-
-            s = predicted_scores(self.graph, [[0] * len(decisions), decisions])
-            return float(1.0 - np.exp(s[1] - s[0]))
-        if c.reward == "cost_model":
-            value = self._cost_s(new)
-            reward = (self._prev_value - value) / self._c0 if self._c0 > 0 else 0.0
-            self._prev_value = value
-            return float(reward)
-        if c.reward == "runtime":
-            t_prev, t_new = self.env.time(prev, new, runs=c.timing_runs, warmup=c.timing_warmup)
-            return float((t_prev.full - t_new.full) / self._t0)
-        # baseline: compile now (so XLA rejections surface at this step), reward at the end
-        self.env.cost(new)
-        return 0.0
-
-    def _final_speedup(self) -> float:
-        c = self.config
-        base, final = self.env.time(self.env.original, self._state, runs=c.timing_runs, warmup=c.timing_warmup)
-        return float(base.full / final.full - 1.0)
+    def baseline_time(self) -> float:
+        """The original's measured time (`Env.baseline`), once per program across episodes."""
+        if self._hash not in self._baselines:
+            self._baselines[self._hash] = self.episode.baseline(self.config.timing_runs, self.config.timing_warmup).full
+        return self._baselines[self._hash]
 
     def _observe(self, augment: bool = True) -> dict:
         if augment:
-            self.graph = self.env.augment(uids=False)
+            self.graph = self.episode.augment(uids=False)
         else:
-            self.graph = self.env.observation(uids=False)
+            self.graph = self.episode.observation(uids=False)
         return encode(self.graph, self.config)
 
     def _info(self, extra: dict) -> dict:
         g = self.graph
+        assert g is not None, "_observe() runs before _info()"
         info = {
             "action_mask": action_mask(g, self.config),
             "num_alternatives": g.num_alternatives,
@@ -480,7 +460,7 @@ class RewriteEnv(gym.Env):
             "alternatives_truncated": g.num_alternatives > self.config.max_alternatives,
             "step": self._steps,
             "hash": self._hash,
-            "program": self._label or self.env.original.name,
+            "program": self._label or self.episode.original.name,
         }
         info.update(extra)
         return info
@@ -490,6 +470,13 @@ class RewriteEnv(gym.Env):
         """The current program (without alternatives)."""
         return self._state
 
+    @property
+    def episode(self) -> Env:
+        """The research `Env` of the current episode."""
+        if self.env is None:
+            raise EnvError("call reset() first")
+        return self.env
+
 
 def make_env(config: Mapping | None = None) -> RewriteEnv:
     """RLlib's `register_env(name, make_env)` convention: a config dict in, an env out."""
@@ -497,17 +484,12 @@ def make_env(config: Mapping | None = None) -> RewriteEnv:
 
 
 def cost_seconds(cost: Mapping, flops_per_s: float, bytes_per_s: float) -> float:
-    """The cost model: flops / flops_per_s + bytes / bytes_per_s (XLA's cost analysis).
-
-    XLA leaves entries out when they are zero (no arithmetic: no flops; a program that returns
-    its input: no bytes), which `runtime.cost_analysis` reports as NaN; one missing entry counts
-    as 0, both missing means the backend has no cost analysis."""
-    flops, nbytes = float(cost.get("flops", np.nan)), float(cost.get("bytes", np.nan))
-    if not np.isfinite(flops) and not np.isfinite(nbytes):
+    """The cost model of the "cost_model" reward: `roofline.cost_seconds`; a cost without an
+    estimate (XLA reported no cost analysis) fails the step (CandidateError)."""
+    seconds = roofline.cost_seconds(cost, flops_per_s, bytes_per_s)
+    if seconds is None:
         raise CandidateError("compile", f"XLA reported no cost analysis ({dict(cost)})")
-    flops = flops if np.isfinite(flops) else 0.0
-    nbytes = nbytes if np.isfinite(nbytes) else 0.0
-    return max(flops, 0.0) / flops_per_s + max(nbytes, 0.0) / bytes_per_s
+    return seconds
 
 
 # --- observation encoding ---------------------------------------------------------------------

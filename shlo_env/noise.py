@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from shlo_env.import_ import Program
+from shlo_env.timing import SEARCH, TimingPolicy, default_timeout
 
 
 def profile_programs(count: int = 10, seed: int = 0) -> list[tuple[str, Program]]:
@@ -61,18 +62,22 @@ def thresholds(ratios, quantile: float = 0.95) -> tuple[float, float]:
 
 
 def measure(programs: list[tuple[str, Program]], *, repeats: int = 20, quantile: float = 0.95,
-            worker=None, device_lock=None, runs: int = 10, warmup: int = 3, min_seconds: float = 0.2,
-            progress: bool = True, timeout_s: float = 300.0) -> dict:
-    """Time each program against itself `repeats` times; return the profile (see module doc)."""
+            worker=None, device_lock=None, timing: TimingPolicy = SEARCH, progress: bool = True,
+            timeout_s: float | None = None) -> dict:
+    """Time each program against itself `repeats` times; return the profile (see module doc).
+    Each repeat is one timing request under `timing` (the search's policy by default: what a
+    candidate's ratio is measured with); a worker started here gets `timeout_s` (default
+    `timing.default_timeout()`)."""
     from shlo_env import runtime
     from shlo_env.results_db import load_avg
     from shlo_env.search.runner import LockedWorker
     from shlo_env.worker import CandidateError, Worker
 
     own = worker is None
-    worker = worker or Worker(timeout_s)
+    worker = worker or Worker(timeout_s or default_timeout())
     w = LockedWorker(worker, device_lock) if device_lock is not None else worker
-    details, all_ratios = [], []
+    details: list[dict] = []
+    all_ratios: list[float] = []
     load_start = load_avg()
     bar = None
     if progress and sys.stderr.isatty():
@@ -88,7 +93,7 @@ def measure(programs: list[tuple[str, Program]], *, repeats: int = 20, quantile:
             ratios, best = [], math.inf
             try:
                 for _ in range(repeats):
-                    a, b = w.time([text, text], "noise", runs, warmup, min_seconds)
+                    a, b = w.time([text, text], "noise", timing.runs, timing.warmup, timing.min_seconds)
                     ratios.append(b.full / a.full)
                     best = min(best, a.full, b.full)
                     if bar is not None:
@@ -118,7 +123,7 @@ def measure(programs: list[tuple[str, Program]], *, repeats: int = 20, quantile:
 
 
 def format_profile(profile: dict) -> str:
-    from shlo_env.bench import format_table
+    from shlo_env.bench.report import format_table
 
     rows = []
     for d in profile["details"] or []:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Mapping
 
 # (substring of device_kind, peak flops/s, peak bytes/s); the first match wins (specific first).
 GPU_PEAKS: tuple[tuple[str, float, float], ...] = (
@@ -66,7 +67,7 @@ def measure_cpu_peaks(repeats: int = 5, n: int = 2048, mib: int = 256) -> tuple[
 
     from shlo_env import runtime
 
-    def best_rate(fn, *args) -> float:
+    def best_rate(fn, *args) -> tuple[dict, float]:
         compiled = jax.jit(fn).lower(*args).compile()
         cost = runtime._cost_dict(compiled.cost_analysis())  # noqa: SLF001 - one cost definition
         jax.block_until_ready(compiled(*args))
@@ -115,13 +116,40 @@ def peak_rates(platform: str, device_kind: str, *, flops: float | None = None,
     return flops or f, bandwidth or b, "measured (2048^2 f32 matmul; 256 MiB sum/elementwise)"
 
 
+def cost_seconds(cost: Mapping, flops_per_s: float, bytes_per_s: float,
+                 transcendentals_per_s: float | None = None) -> float | None:
+    """The one cost-to-seconds model: flops / flops_per_s + bytes / bytes_per_s (plus
+    transcendentals / transcendentals_per_s when that rate is given), from XLA's cost analysis.
+
+    None when the cost has no estimate: it carries an "error", or its flops or bytes are
+    missing, None or NaN. `runtime` already counts an entry XLA leaves out (XLA omits zero
+    counts) as 0, so a missing or NaN entry here means there was no cost analysis at all (a
+    rejected program, or a backend without one), never "zero"; guessing 0 for it would rank a
+    broken candidate as free. Callers choose what "no estimate" means for them: the cost-model
+    search ranks it last (inf), the roofline column leaves it empty, the gym reward fails the step.
+    A negative count (none is expected) counts as 0."""
+    flops, nbytes = _count(cost, "flops"), _count(cost, "bytes")
+    if cost.get("error") or flops is None or nbytes is None:
+        return None
+    seconds = flops / flops_per_s + nbytes / bytes_per_s
+    if transcendentals_per_s:
+        seconds += (_count(cost, "transcendentals") or 0.0) / transcendentals_per_s
+    return seconds
+
+
+def _count(cost: Mapping, key: str) -> float | None:
+    """One count of a cost analysis (negative counts as 0); None when it is missing or NaN."""
+    value = cost.get(key)
+    if value is None or math.isnan(float(value)):
+        return None
+    return max(float(value), 0.0)
+
+
 def floor_s(cost: dict, flops: float | None, bandwidth: float | None) -> float | None:
+    """The roofline floor of a cost (see the module docstring); None without peaks or a cost."""
     if not flops or not bandwidth or not cost:
         return None
-    f, b = cost.get("flops"), cost.get("bytes")
-    if f is None or b is None or (isinstance(f, float) and math.isnan(f)) or (isinstance(b, float) and math.isnan(b)):
-        return None
-    return f / flops + b / bandwidth
+    return cost_seconds(cost, flops, bandwidth)
 
 
 def _env_float(name: str) -> float | None:
@@ -134,4 +162,4 @@ def _env_float(name: str) -> float | None:
         raise ValueError(f"{name}={v!r} is not a number (flops/s or bytes/s)") from None
 
 
-__all__ = ["GPU_PEAKS", "floor_s", "known_gpu_peaks", "measure_cpu_peaks", "peak_rates"]
+__all__ = ["GPU_PEAKS", "cost_seconds", "floor_s", "known_gpu_peaks", "measure_cpu_peaks", "peak_rates"]

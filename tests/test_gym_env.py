@@ -91,6 +91,47 @@ def test_predicted_reward_is_the_learned_models_step_estimate(chain_program):
     assert "reassociate_left_to_right" in env.program.applied  # the step was applied as usual
 
 
+def test_a_registered_reward_class_is_chosen_by_name(chain_program, monkeypatch):
+    from shlo_env import gym_rewards
+
+    class StepCount(gym_rewards.Reward):  # reset/update/episode_end, as CompilerGym's rewards
+        name = "step_count"
+
+        def reset(self, env):
+            self.steps = 0
+            return {"step_count": 0}
+
+        def update(self, env, prev, new, decisions):
+            self.steps += 1
+            return float(self.steps)
+
+        def episode_end(self, env):
+            return -1.0
+
+    monkeypatch.setitem(gym_rewards.REWARDS, StepCount.name, StepCount)
+    env = RewriteEnv({"programs": [chain_program], "reward": "step_count", "max_steps": 1})
+    obs, info = env.reset(seed=0)
+    assert info["step_count"] == 0 and isinstance(env.reward_fn, StepCount)
+    action = (info["action_mask"].sum(axis=1) > 1).astype(np.int64)
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert (terminated or truncated) and reward == -1.0 and env.reward_fn.steps == 1  # the episode's end pays
+    assert env.record.total_reward == pytest.approx(-1.0)
+
+
+def test_cost_seconds_has_one_policy_for_a_missing_cost():
+    from shlo_env import roofline
+    from shlo_env.search.cost_model import roofline as estimate
+    from shlo_env.worker import CandidateError
+
+    assert roofline.cost_seconds({"flops": 2e9, "bytes": 1e9}, 1e9, 1e9) == pytest.approx(3.0)
+    for missing in ({"flops": float("nan"), "bytes": 1e9}, {"flops": 1e9}, {"flops": 1.0, "bytes": 1.0, "error": "x"}):
+        assert roofline.cost_seconds(missing, 1e9, 1e9) is None
+        assert roofline.floor_s(missing, 1e9, 1e9) is None  # no floor in the report
+        assert estimate(missing, (1e9, 1e9, 1e9)) == float("inf")  # ranked last by the cost model
+        with pytest.raises(CandidateError, match="no cost analysis"):
+            cost_seconds(missing, 1e9, 1e9)  # the gym step fails
+
+
 def test_pick_first_episode_improves_the_cost_model(chain_program):
     env = RewriteEnv({"programs": [chain_program]})
     obs, info = env.reset(seed=0)

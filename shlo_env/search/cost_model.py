@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from shlo_env.roofline import cost_seconds
 from shlo_env.search.base import (
     SearchContext, Strategy, all_vectors, is_stop, one_hot_vectors, pick_first_vector, random_vector,
     register_strategy,
@@ -32,13 +33,11 @@ MACHINE = {
 
 
 def roofline(cost: dict, machine: tuple[float, float, float]) -> float:
-    """Estimated seconds from a cost analysis (inf when XLA rejected the program)."""
+    """Estimated seconds from a cost analysis (`roofline.cost_seconds`); inf, ranked last, when
+    there is no estimate (XLA rejected the program)."""
     flops, trans, bw = machine
-    f, b = cost.get("flops", math.nan), cost.get("bytes", math.nan)
-    t = cost.get("transcendentals", 0.0) or 0.0
-    if cost.get("error") or math.isnan(f) or math.isnan(b):
-        return math.inf
-    return f / flops + t / trans + b / bw
+    seconds = cost_seconds(cost, flops, bw, transcendentals_per_s=trans)
+    return math.inf if seconds is None else seconds
 
 
 @register_strategy
@@ -87,7 +86,7 @@ class CostModel(Strategy):
 
     def search(self, ctx: SearchContext) -> Evaluation:
         state, state_ratio = ctx.root, 1.0
-        counts = dict(costed=0, timed=0, steps=0, predicted=[])
+        counts: dict = dict(costed=0, timed=0, steps=0, predicted=[])
         for _ in range(ctx.max_steps):
             if ctx.out_of_time():
                 break
