@@ -1,21 +1,115 @@
 """Facts about MLIR ops and values that every other module reads the same way.
 
-The bottom layer of the package: which ops have side effects (`is_pure`, the one definition
-every module uses), element types, and attribute values of any element type. jaxlib's Python
-bindings cannot hand out a dense attribute of complex numbers as an object (reading one raises,
-and `NamedAttribute.attr` aborts the process), so attributes are read here as text and complex
-constants parsed from it.
+The bottom layer of the package (it imports only `tensor_types`, which imports nothing of ours):
+ops and their blocks (`as_operation`, `block_ops`, `walk`), calls and the functions they call
+(`callee`), replacing an op by a block's ops (`splice_block`), which ops have side effects
+(`is_pure`, the one definition every module uses), element types, and attribute values of any
+element type. jaxlib's Python bindings cannot hand out a dense attribute of complex numbers as
+an object (reading one raises, and `NamedAttribute.attr` aborts the process), so attributes are
+read here as text and complex constants parsed from it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 
 import numpy as np
 from jaxlib.mlir import ir
 
-from shlo_env.tensor_types import dtype_of, shape_of
+from shlo_env.tensor_types import dtype_of, element_type_of, shape_of
+
+__all__ = [
+    "as_operation", "block_ops", "terminator", "walk", "walk_block",
+    "callee_name", "functions", "callee", "splice_block",
+    "EFFECTFUL_OPS", "TERMINATORS", "is_effectful_op", "is_pure",
+    "element_type_of", "is_complex",
+    "attribute_items", "attribute_text", "complex_constant", "dense_literal",
+]
+
+# --- ops and blocks ----------------------------------------------------------------------------
+
+def as_operation(op) -> ir.Operation:
+    """The `ir.Operation` of `op`: the bindings hand out typed views (`OpView`) of most ops,
+    which lack some of `Operation`'s methods and do not compare equal to it."""
+    return op.operation if hasattr(op, "operation") else op
+
+
+def block_ops(block: ir.Block) -> list[ir.Operation]:
+    """The ops of `block` in order, terminator included."""
+    return [o.operation for o in block.operations]
+
+
+def terminator(block: ir.Block) -> ir.Operation:
+    """The last op of `block` (its return or yield)."""
+    return block_ops(block)[-1]
+
+
+def walk_block(block: ir.Block, stop: Collection[str] = ()) -> Iterator[ir.Operation]:
+    """Every op in `block` and its nested regions, in program order. Ops named in `stop` are
+    yielded but not entered."""
+    for op in block.operations:
+        op = op.operation
+        yield op
+        if op.name in stop:
+            continue
+        for region in op.regions:
+            for inner in region.blocks:
+                yield from walk_block(inner, stop)
+
+
+def walk(op, stop: Collection[str] = ()) -> Iterator[ir.Operation]:
+    """Every op nested in `op`'s regions (any depth, not `op` itself), in program order. Ops
+    named in `stop` are yielded but not entered."""
+    for region in as_operation(op).regions:
+        for block in region.blocks:
+            yield from walk_block(block, stop)
+
+
+# --- calls -------------------------------------------------------------------------------------
+
+def callee_name(call) -> str:
+    """The name of the function a `func.call` calls."""
+    return ir.FlatSymbolRefAttr(as_operation(call).attributes["callee"]).value
+
+
+def functions(module: ir.Module | ir.Operation) -> dict[str, ir.Operation]:
+    """The `func.func`s of a module by name."""
+    body = module.body if isinstance(module, ir.Module) else module.regions[0].blocks[0]
+    return {ir.StringAttr(f.attributes["sym_name"]).value: f
+            for f in block_ops(body) if f.name == "func.func"}
+
+
+def callee(call) -> ir.Operation | None:
+    """The `func.func` a `func.call` calls, looked up in the enclosing module (None when the
+    module does not define it)."""
+    call = as_operation(call)
+    name = callee_name(call)
+    op: ir.Operation | None = call
+    while op is not None and op.name != "builtin.module":
+        parent = op.parent
+        op = parent.operation if parent is not None else None
+    if op is None:
+        return None
+    for f in block_ops(op.regions[0].blocks[0]):
+        if f.name == "func.func" and ir.StringAttr(f.attributes["sym_name"]).value == name:
+            return f
+    return None
+
+
+def splice_block(block: ir.Block, op) -> None:
+    """Replace `op` by the ops of `block` (moved, not copied): the block's arguments read `op`'s
+    operands and `op`'s results become what the block's terminator returns. `op` is erased;
+    `block` keeps only its terminator."""
+    op = as_operation(op)
+    for arg, operand in zip(block.arguments, op.operands):
+        arg.replace_all_uses_with(operand)
+    body = block_ops(block)
+    for inner in body[:-1]:
+        inner.move_before(op)
+    for result, value in zip(op.results, body[-1].operands):
+        result.replace_all_uses_with(value)
+    op.erase()
 
 # --- side effects ------------------------------------------------------------------------------
 
@@ -52,7 +146,7 @@ def is_pure(op, callee: Callable[[ir.Operation], ir.Operation | None] | None = N
     `callee(call_op)` may resolve a `func.call` to its function; a call is then as pure as the
     callee's body (recursion counts as impure). Without it, every call is assumed impure.
     """
-    return _pure(op.operation if hasattr(op, "operation") else op, callee, set())
+    return _pure(as_operation(op), callee, set())
 
 
 def _pure(op: ir.Operation, callee, calling: set) -> bool:
@@ -62,7 +156,7 @@ def _pure(op: ir.Operation, callee, calling: set) -> bool:
             return False
         calling.add(fn)
         try:
-            body = [o.operation for o in fn.regions[0].blocks[0].operations][:-1]  # not its return
+            body = block_ops(fn.regions[0].blocks[0])[:-1]  # not its return
             return all(_pure(o, callee, calling) for o in body)
         finally:
             calling.discard(fn)
@@ -70,8 +164,7 @@ def _pure(op: ir.Operation, callee, calling: set) -> bool:
         return False
     for region in op.regions:
         for block in region.blocks:
-            for inner in block.operations:
-                inner = inner.operation
+            for inner in block_ops(block):
                 if inner.name in TERMINATORS:
                     continue  # a nested region's own terminator is part of its op
                 if not _pure(inner, callee, calling):
@@ -81,23 +174,18 @@ def _pure(op: ir.Operation, callee, calling: set) -> bool:
 
 # --- element types ----------------------------------------------------------------------------
 
-def element_type_of(value_or_type) -> ir.Type:
-    """The element type of a ranked tensor value or type."""
-    t = value_or_type.type if isinstance(value_or_type, ir.Value) else value_or_type
-    return ir.RankedTensorType(t).element_type
-
+# `element_type_of` (a value's, a tensor type's, or a bare element type) lives in tensor_types,
+# below this module; it is imported above and listed in __all__ for callers that read ops.
 
 def is_complex(value_or_type) -> bool:
-    t = value_or_type.type if isinstance(value_or_type, ir.Value) else value_or_type
-    elem = ir.RankedTensorType(t).element_type if isinstance(t, ir.RankedTensorType) else t
-    return isinstance(elem, ir.ComplexType)
+    return isinstance(element_type_of(value_or_type), ir.ComplexType)
 
 
 # --- attributes --------------------------------------------------------------------------------
 
 def attribute_items(op) -> Iterator[tuple[str, str]]:
     """(name, printed value) of each attribute of `op`, for attributes of any element type."""
-    attributes = (op.operation if hasattr(op, "operation") else op).attributes
+    attributes = as_operation(op).attributes
     for i in range(len(attributes)):
         named = attributes[i]
         name = named.name
@@ -117,7 +205,7 @@ _NUMBER = re.compile(r"0x[0-9A-Fa-f]+|[-+]?(?:inf|nan|\d+(?:\.\d*)?(?:[eE][-+]?\
 
 def complex_constant(op) -> np.ndarray | None:
     """The value of a `stablehlo.constant` of complex numbers, parsed from its printed form."""
-    op = op.operation if hasattr(op, "operation") else op
+    op = as_operation(op)
     result_type = op.results[0].type
     dtype, shape = dtype_of(result_type), shape_of(result_type)
     text = attribute_text(op, "value")

@@ -1,4 +1,7 @@
-"""MLIR tensor types <-> numpy dtypes and shapes."""
+"""MLIR tensor types <-> numpy dtypes and shapes.
+
+The lowest module of the package: it imports nothing of ours (`ir` builds on it).
+"""
 
 from __future__ import annotations
 
@@ -32,10 +35,15 @@ class UnsupportedType(ValueError):
     """A type the runtime cannot feed or read (dynamic shapes, tokens, unknown dtypes)."""
 
 
+def element_type_of(value_or_type: ir.Value | ir.Type) -> ir.Type:
+    """The element type of a ranked tensor value or type; a bare element type is its own."""
+    t = value_or_type.type if isinstance(value_or_type, ir.Value) else value_or_type
+    return ir.RankedTensorType(t).element_type if isinstance(t, ir.RankedTensorType) else t
+
+
 def dtype_of(t: ir.Type) -> np.dtype:
     """numpy dtype of a ranked tensor type (or of a bare element type)."""
-    elem = ir.RankedTensorType(t).element_type if isinstance(t, ir.RankedTensorType) else t
-    name = str(elem)
+    name = str(element_type_of(t))
     if name not in _NAME_TO_DTYPE:
         raise UnsupportedType(f"element type {name} has no numpy equivalent")
     return _NAME_TO_DTYPE[name]
@@ -67,7 +75,7 @@ _FLOAT_NAMES = {"f64", "f32", "f16", "bf16", "f8E4M3FN", "f8E5M2"}
 
 
 def _elem_name(t: ir.Type) -> str:
-    return str(ir.RankedTensorType(t).element_type if isinstance(t, ir.RankedTensorType) else t)
+    return str(element_type_of(t))
 
 
 def is_float(t: ir.Type) -> bool:
