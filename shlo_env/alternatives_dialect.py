@@ -22,6 +22,8 @@ from collections.abc import Sequence
 
 from jaxlib.mlir import ir
 
+from shlo_env.ir import block_ops, splice_block, walk
+
 # The bindings look for a Python module named after an op's dialect each time they wrap an op;
 # registering an empty one for ours saves three failed imports per op visited (~70 us each).
 sys.modules.setdefault("jaxlib.mlir.dialects.shlo_env", types.ModuleType("jaxlib.mlir.dialects.shlo_env"))
@@ -50,7 +52,7 @@ class Alternatives:
 
     def region_ops(self, k: int) -> list[ir.Operation]:
         """The ops of choice k, without its yield."""
-        return [o.operation for o in self.op.regions[k].blocks[0].operations][:-1]
+        return block_ops(self.op.regions[k].blocks[0])[:-1]
 
     def __repr__(self) -> str:
         return f"Alternatives(#{self.index}: {', '.join(self.labels)})"
@@ -106,21 +108,8 @@ def view(op: ir.Operation, index: int = -1) -> Alternatives:
 
 def list_alternatives(func_op: ir.Operation) -> list[Alternatives]:
     """All alternatives ops under `func_op`, in program order (outer blocks before nested ones)."""
-    found: list[ir.Operation] = []
-
-    def visit(block: ir.Block):
-        for op in block.operations:
-            op = op.operation
-            if op.name == ALTERNATIVES:
-                found.append(op)
-                continue  # never nested inside another alternatives op
-            for region in op.regions:
-                for inner in region.blocks:
-                    visit(inner)
-
-    for region in func_op.regions:
-        for block in region.blocks:
-            visit(block)
+    # An alternatives op never nests another one: they are not entered.
+    found = [op for op in walk(func_op, stop=(ALTERNATIVES,)) if op.name == ALTERNATIVES]
     return [view(op, i) for i, op in enumerate(found)]
 
 
@@ -130,16 +119,7 @@ def materialize(op: ir.Operation, choice: int) -> None:
     n = len(op.regions)
     if not 0 <= choice < n:
         raise IndexError(f"choice {choice} out of range for an alternatives op with {n} regions")
-    block = op.regions[choice].blocks[0]
-    for arg, operand in zip(block.arguments, op.operands):
-        arg.replace_all_uses_with(operand)
-    body = [o.operation for o in block.operations]
-    terminator = body[-1]
-    for inner in body[:-1]:
-        inner.move_before(op)
-    for result, value in zip(op.results, terminator.operands):
-        result.replace_all_uses_with(value)
-    op.erase()
+    splice_block(op.regions[choice].blocks[0], op)
 
 
 def lower_to_case(op: ir.Operation, choice: int) -> ir.Operation:
@@ -161,7 +141,7 @@ def lower_to_case(op: ir.Operation, choice: int) -> ir.Operation:
         for arg, operand in zip(block.arguments, op.operands):
             arg.replace_all_uses_with(operand)
         new = target.blocks.append()
-        for inner in [o.operation for o in block.operations]:
+        for inner in block_ops(block):
             if inner.name == YIELD:
                 ir.Operation.create("stablehlo.return", operands=list(inner.operands),
                                     ip=ir.InsertionPoint(new))

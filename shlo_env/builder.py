@@ -13,15 +13,12 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from shlo_env.ir import attribute_items, dense_literal, element_type_of, is_complex
-from shlo_env.tensor_types import dtype_of, element_type, shape_of, tensor_type
+from shlo_env.ir import as_operation, attribute_items, block_ops, callee, dense_literal, is_complex, walk
+from shlo_env.tensor_types import dtype_of, element_type, element_type_of, shape_of, tensor_type
 
 
 def _i64s(values) -> ir.Attribute:
     return ir.DenseI64ArrayAttr.get([int(v) for v in values])
-
-
-elem_of = element_type_of  # the element type of a value or tensor type
 
 
 def shape(value: ir.Value) -> tuple[int, ...]:
@@ -53,7 +50,7 @@ class Builder:
 
     @classmethod
     def before(cls, op, loc=None) -> "Builder":
-        return cls(ir.InsertionPoint(op.operation if hasattr(op, "operation") else op), loc)
+        return cls(ir.InsertionPoint(as_operation(op)), loc)
 
     # --- generic -------------------------------------------------------------------------
 
@@ -65,7 +62,7 @@ class Builder:
 
     def clone(self, op, operands: Sequence[ir.Value], result_types: Sequence[ir.Type] | None = None):
         """A copy of `op` (attributes and regions) on new operands; returns its results."""
-        op = op.operation if hasattr(op, "operation") else op
+        op = as_operation(op)
         new = op.clone(ip=self.ip)
         for i, v in enumerate(operands):
             new.operands[i] = v
@@ -130,16 +127,16 @@ class Builder:
         if perm == list(range(len(perm))):
             return x
         s = shape(x)
-        t = tensor_type([s[p] for p in perm], elem_of(x))
+        t = tensor_type([s[p] for p in perm], element_type_of(x))
         return self.op("stablehlo.transpose", [x], [t], {"permutation": _i64s(perm)}).result
 
     def reshape(self, x, new_shape: Sequence[int]) -> ir.Value:
         if tuple(new_shape) == shape(x):
             return x
-        return self.op("stablehlo.reshape", [x], [tensor_type(new_shape, elem_of(x))]).result
+        return self.op("stablehlo.reshape", [x], [tensor_type(new_shape, element_type_of(x))]).result
 
     def broadcast_in_dim(self, x, new_shape: Sequence[int], dims: Sequence[int]) -> ir.Value:
-        t = tensor_type(new_shape, elem_of(x))
+        t = tensor_type(new_shape, element_type_of(x))
         return self.op("stablehlo.broadcast_in_dim", [x], [t], {"broadcast_dimensions": _i64s(dims)}).result
 
     def slice(self, x, start: Sequence[int], limit: Sequence[int], strides: Sequence[int] | None = None):
@@ -148,7 +145,7 @@ class Builder:
             return x
         out = [-(-(hi - lo) // st) for lo, hi, st in zip(start, limit, strides)]
         attrs = {"start_indices": _i64s(start), "limit_indices": _i64s(limit), "strides": _i64s(strides)}
-        return self.op("stablehlo.slice", [x], [tensor_type(out, elem_of(x))], attrs).result
+        return self.op("stablehlo.slice", [x], [tensor_type(out, element_type_of(x))], attrs).result
 
     def slice_dim(self, x, dim: int, lo: int, hi: int) -> ir.Value:
         """x[..., lo:hi, ...] along one dimension."""
@@ -165,12 +162,12 @@ class Builder:
         out = list(shape(xs[0]))
         out[dim] = sum(shape(x)[dim] for x in xs)
         attrs = {"dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim)}
-        return self.op("stablehlo.concatenate", xs, [tensor_type(out, elem_of(xs[0]))], attrs).result
+        return self.op("stablehlo.concatenate", xs, [tensor_type(out, element_type_of(xs[0]))], attrs).result
 
     def convert(self, x, elem: ir.Type | np.dtype) -> ir.Value:
         if not isinstance(elem, ir.Type):
             elem = element_type(elem)
-        if elem == elem_of(x):
+        if elem == element_type_of(x):
             return x
         return self.op("stablehlo.convert", [x], [tensor_type(shape(x), elem)]).result
 
@@ -192,12 +189,12 @@ class Builder:
             lhs_batching_dimensions=list(lb), rhs_batching_dimensions=list(rb),
             lhs_contracting_dimensions=list(lc), rhs_contracting_dimensions=list(rc))}
         if like is not None:
-            like_op = like.operation if hasattr(like, "operation") else like
+            like_op = as_operation(like)
             for key in ("precision_config", "algorithm"):
                 if key in like_op.attributes:
                     attrs[key] = like_op.attributes[key]
-            result_elem = result_elem or elem_of(like_op.results[0])
-        elem = result_elem or elem_of(lhs)
+            result_elem = result_elem or element_type_of(like_op.results[0])
+        elem = result_elem or element_type_of(lhs)
         return self.op("stablehlo.dot_general", [lhs, rhs], [tensor_type(out, elem)], attrs).result
 
     def matmul(self, a, b, like=None) -> ir.Value:
@@ -210,7 +207,7 @@ class Builder:
         """Reduce `x` over `dims` with a binary elementwise `body` op and scalar `init`."""
         s = shape(x)
         out = [n for d, n in enumerate(s) if d not in dims]
-        elem = elem_of(x)
+        elem = element_type_of(x)
         op = self.op("stablehlo.reduce", [x, init], [tensor_type(out, elem)],
                      {"dimensions": _i64s(dims)}, regions=1)
         scalar = tensor_type([], elem)
@@ -221,7 +218,7 @@ class Builder:
         return op.result
 
     def reduce_sum(self, x, dims: Sequence[int]) -> ir.Value:
-        init = self.constant(0, tensor_type([], elem_of(x)))
+        init = self.constant(0, tensor_type([], element_type_of(x)))
         return self.reduce(x, init, dims, "stablehlo.add")
 
     # --- added for the pattern library (issue 6) -----------------------------------------
@@ -238,7 +235,7 @@ class Builder:
         out = [lo + hi + n + max(n - 1, 0) * it for n, lo, hi, it in zip(s, low, high, interior)]
         attrs = {"edge_padding_low": _i64s(low), "edge_padding_high": _i64s(high),
                  "interior_padding": _i64s(interior)}
-        return self.op("stablehlo.pad", [x, value], [tensor_type(out, elem_of(x))], attrs).result
+        return self.op("stablehlo.pad", [x, value], [tensor_type(out, element_type_of(x))], attrs).result
 
     def optimization_barrier(self, xs: Sequence[ir.Value]) -> list[ir.Value]:
         """`stablehlo.optimization_barrier` over `xs`: XLA may not move computation across it."""
@@ -250,10 +247,10 @@ class Builder:
         """A copy of single-result, region-free `op` (name and attributes) on new operands,
         with result shape `result_shape` and element type `result_elem` (default: op's own).
         When the shape changes, attributes that describe the old shape (shardings) are dropped."""
-        op = op.operation if hasattr(op, "operation") else op
+        op = as_operation(op)
         res = op.results[0]
         new_shape = shape(res) if result_shape is None else tuple(result_shape)
-        t = tensor_type(new_shape, result_elem or elem_of(res))
+        t = tensor_type(new_shape, result_elem or element_type_of(res))
         attrs = {name: op.attributes[name] for name, _ in attribute_items(op)
                  if new_shape == shape(res) or _shape_independent(name)}
         return self.op(op.name, list(operands), [t], attrs).result
@@ -269,7 +266,7 @@ class Builder:
         """
         env = dict(mapping or {})
         env.update(zip(block.arguments, args))
-        ops = [o.operation for o in block.operations]
+        ops = block_ops(block)
         self.copy_ops(ops[:-1], env, overrides)
         return [env.get(v, v) for v in ops[-1].operands]
 
@@ -277,14 +274,12 @@ class Builder:
         """Copy `ops` (in order) here, reading operands through `env` and recording each copied
         result in `env` (updated in place and returned). See `inline` for `overrides` and calls."""
         for op in ops:
-            op = op.operation if hasattr(op, "operation") else op
+            op = as_operation(op)
             if overrides and any(r in overrides for r in op.results):
                 for r in op.results:
                     env[r] = overrides.get(r, r)
                 continue
             if op.name == "func.call":
-                from shlo_env.patterns.base import callee
-
                 f = callee(op)
                 if f is not None and len(f.regions[0].blocks) == 1:
                     outs = self.inline(f.regions[0].blocks[0], [env.get(v, v) for v in op.operands],
@@ -316,11 +311,7 @@ class Builder:
 
 def _remap_nested(op: ir.Operation, env: dict) -> None:
     """Rebind operands of ops nested in `op` that read values remapped in `env` (captures)."""
-    for region in op.regions:
-        for blk in region.blocks:
-            for inner in blk.operations:
-                inner = inner.operation
-                for i, v in enumerate(inner.operands):
-                    if v in env:
-                        inner.operands[i] = env[v]
-                _remap_nested(inner, env)
+    for inner in walk(op):
+        for i, v in enumerate(inner.operands):
+            if v in env:
+                inner.operands[i] = env[v]

@@ -19,7 +19,7 @@ from jaxlib.mlir import ir
 from shlo_env import alternatives_dialect as alt_dialect
 from shlo_env.builder import Builder
 from shlo_env.import_ import Program, ir_scope
-from shlo_env.ir import is_pure
+from shlo_env.ir import as_operation, block_ops, is_pure, walk_block
 from shlo_env.numerics import Numerics
 from shlo_env.patterns.base import Match, Pattern, resolve
 
@@ -45,14 +45,7 @@ class AugmentStats:
 
 def walk_ops(block: ir.Block) -> Iterator[ir.Operation]:
     """Every op in `block` and its nested regions, in program order; alternatives are not entered."""
-    for op in block.operations:
-        op = op.operation
-        yield op
-        if op.name == alt_dialect.ALTERNATIVES:
-            continue
-        for region in op.regions:
-            for inner in region.blocks:
-                yield from walk_ops(inner)
+    return walk_block(block, stop=(alt_dialect.ALTERNATIVES,))
 
 
 def _map_values(obj, mapping: Mapping):
@@ -248,7 +241,7 @@ def _place(roots, inputs, blocks, labels, tiers) -> ir.Operation | None:
     early = []
     for r in roots:
         for use in r.uses:
-            user = _ancestor_in(block, use.owner.operation if hasattr(use.owner, "operation") else use.owner)
+            user = _ancestor_in(block, as_operation(use.owner))
             if user is not None and user != op and user.is_before_in_block(op):
                 early.append(user)
     if early:
@@ -280,7 +273,7 @@ def _forward_cone(block: ir.Block, early: list[ir.Operation], stop: ir.Operation
         cone.add(op)
         for result in op.results:
             for use in result.uses:
-                user = _ancestor_in(block, use.owner.operation if hasattr(use.owner, "operation") else use.owner)
+                user = _ancestor_in(block, as_operation(use.owner))
                 if user is not None and user not in cone and user != stop and user.is_before_in_block(stop):
                     todo.append(user)
     return sorted(cone, key=functools.cmp_to_key(lambda a, b: -1 if a.is_before_in_block(b) else 1))
@@ -349,7 +342,7 @@ def prune(program: Program) -> int:
 
 def _prune_block(block: ir.Block) -> int:
     erased = 0
-    for op in reversed([o.operation for o in block.operations]):
+    for op in reversed(block_ops(block)):
         for region in op.regions:
             for inner in region.blocks:
                 erased += _prune_block(inner)

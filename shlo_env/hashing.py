@@ -29,7 +29,7 @@ import xxhash
 from jaxlib.mlir import ir
 
 from shlo_env.import_ import Program, find_main
-from shlo_env.ir import attribute_items, is_pure
+from shlo_env.ir import attribute_items, block_ops, callee_name, functions, is_pure
 
 # Inherent attributes whose default value the printer elides (ODS DefaultValuedOptionalAttr):
 # spelled out with that value, they mean the same as left out. {op: {attribute: default text}}.
@@ -88,28 +88,29 @@ class _Hasher:
 
     # --- functions ----------------------------------------------------------------------------
 
-    def _callee(self, op: ir.Operation) -> ir.Operation | None:
-        if self._module is None or "callee" not in op.attributes:
+    def _function(self, call: ir.Operation) -> ir.Operation | None:
+        """The module's function that `call` names (recursive or external ones too), or None."""
+        if self._module is None or "callee" not in call.attributes:
             return None
         if self._funcs is None:
-            self._funcs = {}
-            for f in self._module.body.operations:
-                if f.operation.name == "func.func":
-                    self._funcs[ir.StringAttr(f.operation.attributes["sym_name"]).value] = f.operation
-        name = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-        callee = self._funcs.get(name)
-        if callee is None or name in self._calling or not callee.regions[0].blocks:
+            self._funcs = functions(self._module)
+        return self._funcs.get(callee_name(call))
+
+    def _callee(self, op: ir.Operation) -> ir.Operation | None:
+        """The function to hash in place of call `op`, or None to hash the call by name."""
+        callee = self._function(op)
+        if callee is None or callee_name(op) in self._calling or not callee.regions[0].blocks:
             return None  # external or recursive: hashed by name like any attribute
         return callee
 
     def _inline_call(self, op: ir.Operation, callee: ir.Operation, depth: int, effects: list[int]) -> int:
         """Hash a call as if the callee's body stood in its place (as `import_` inlines it)."""
         block = callee.regions[0].blocks[0]
-        ops = [o.operation for o in block.operations]
+        ops = block_ops(block)
         for arg, operand in zip(block.arguments, op.operands):
             self.values[arg] = self._operand(operand)
         unread = frozenset(i for i, r in enumerate(op.results) if self._unread_result(r))
-        self._calling.append(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+        self._calling.append(callee_name(op))
         self._returns.append((ops[-1], unread))
         try:
             for inner in ops[:-1]:
@@ -139,12 +140,6 @@ class _Hasher:
         A call is as impure as its callee's body (recursive or external: impure)."""
         return not is_pure(op, callee=self._function)
 
-    def _function(self, call: ir.Operation) -> ir.Operation | None:
-        if "callee" not in call.attributes:
-            return None
-        self._callee(call)  # fills self._funcs
-        return (self._funcs or {}).get(ir.FlatSymbolRefAttr(call.attributes["callee"]).value)
-
     # --- blocks and ops -----------------------------------------------------------------------
 
     def _operand(self, v: ir.Value) -> int:
@@ -164,7 +159,7 @@ class _Hasher:
         for i, arg in enumerate(block.arguments):
             self.values[arg] = _h(b"arg", _int(depth), _int(i), str(arg.type).encode())
         effects: list[int] = []
-        ops = [o.operation for o in block.operations]
+        ops = block_ops(block)
         for op in ops:
             self._visit(op, depth, effects)
         terminator = self.ops.get(ops[-1], 0) if ops else 0

@@ -20,6 +20,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir import passmanager
 
 from shlo_env import _jax_compat
+from shlo_env.ir import callee_name, functions, splice_block
 from shlo_env.tensor_types import UnsupportedType, dtype_of, shape_of
 
 BYTECODE_MAGIC = b"ML\xefR"
@@ -211,23 +212,14 @@ def _inline_calls(module: ir.Module) -> None:
     MLIR's `inline` pass does not inline StableHLO bodies in jax's context, so this is done
     by hand: clone the callee, splice its body in place of the call, repeat until no call is left.
     """
-    funcs = _functions(module)
+    funcs = functions(module)
     with context(), ir.Location.unknown(context()):
         while True:  # ends: the call graph has no cycle
             call = _first_call(find_main(module))
             if call is None:
                 break
-            callee = funcs[ir.FlatSymbolRefAttr(call.attributes["callee"]).value]
-            clone = callee.clone(ip=ir.InsertionPoint(module.body))
-            block = clone.regions[0].blocks[0]
-            for arg, operand in zip(block.arguments, call.operands):
-                arg.replace_all_uses_with(operand)
-            body = [o.operation for o in block.operations]
-            for op in body[:-1]:
-                op.move_before(call)
-            for result, value in zip(call.results, body[-1].operands):
-                result.replace_all_uses_with(value)
-            call.erase()
+            clone = funcs[callee_name(call)].clone(ip=ir.InsertionPoint(module.body))
+            splice_block(clone.regions[0].blocks[0], call)
             clone.erase()
         passmanager.PassManager.parse("builtin.module(symbol-dce)").run(module.operation)
 
@@ -238,22 +230,17 @@ def _calls(func: ir.Operation) -> list[str]:
 
     def visit(op):
         if op.name == "func.call":
-            names.append(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+            names.append(callee_name(op))
         return ir.WalkResult.ADVANCE
 
     func.walk(visit)
     return names
 
 
-def _functions(module: ir.Module) -> dict[str, ir.Operation]:
-    return {ir.StringAttr(f.attributes["sym_name"]).value: f.operation
-            for f in module.body.operations if f.operation.name == "func.func"}
-
-
 def _check_call_graph(module: ir.Module) -> None:
     """Every call must reach a defined function, and no function may reach itself: inlining a
     recursive call never ends, and XLA crashes on recursion."""
-    funcs = _functions(module)
+    funcs = functions(module)
     state: dict[str, str] = {}  # name -> "open" while its callees are explored, then "done"
 
     def visit(name: str, path: list[str]) -> None:
