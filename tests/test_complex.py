@@ -12,7 +12,8 @@ from shlo_env import driver, testing
 from shlo_env.builder import Builder
 from shlo_env.import_ import ir_scope
 from shlo_env.ir import complex_constant
-from shlo_env.patterns.base import all_patterns, constant_value, splat_value
+from shlo_env.patterns.base import all_patterns
+from shlo_env.patterns.matching import constant_value, splat_value
 
 C = jnp.array([1 + 2j, 3 - 1j, .5j, 2.], jnp.complex64)
 

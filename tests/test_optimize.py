@@ -30,7 +30,7 @@ class ZeroProduct(Pattern):
     root = "stablehlo.dot_general"
 
     def match(self, op):
-        if se.patterns.base.producer(op.operands[0], "stablehlo.dot_general") is not None:
+        if se.patterns.matching.producer(op.operands[0], "stablehlo.dot_general") is not None:
             return Match(like=op.result)
 
     def rewrite(self, b, m):
@@ -43,7 +43,7 @@ class HangForever(Pattern):
     root = "stablehlo.dot_general"
 
     def match(self, op):
-        if se.patterns.base.producer(op.operands[0], "stablehlo.dot_general") is not None:
+        if se.patterns.matching.producer(op.operands[0], "stablehlo.dot_general") is not None:
             return Match(x=op.result)
 
     def rewrite(self, b, m):

@@ -7,7 +7,7 @@ import pytest
 from shlo_env import driver
 from shlo_env.import_ import lower
 from shlo_env.patterns import Match, Numerics, Pattern, get
-from shlo_env.patterns.base import commuted, splat_value
+from shlo_env.patterns.matching import commuted, splat_value
 from shlo_env.testing import MismatchError, arrays, check_pattern, programs_from
 
 
@@ -70,7 +70,7 @@ def test_flat_body_sees_through_calls():
     from jaxlib.mlir import ir
 
     from shlo_env.import_ import ir_scope
-    from shlo_env.patterns.base import FlatBody
+    from shlo_env.patterns.loop_analysis import FlatBody
 
     text = """
     func.func private @step(%x: tensor<3xf32>) -> tensor<3xf32> {
@@ -99,13 +99,13 @@ def test_flat_body_sees_through_calls():
         loop = [o for o in main.regions[0].blocks[0].operations if o.operation.name == "stablehlo.while"][0]
         with FlatBody(loop) as body:
             assert [o.name for o in body.ops] == ["stablehlo.constant", "stablehlo.add", "stablehlo.sine"]
-        from shlo_env.patterns.base import static_trip_count
+        from shlo_env.patterns.loop_analysis import static_trip_count
         assert static_trip_count(loop).trips == 5
 
 
 def test_writing_patterns_example_works():
     """The example of docs/writing_patterns.md, verbatim in spirit: it fires and passes."""
-    from shlo_env.patterns.base import producer
+    from shlo_env.patterns.matching import producer
 
     class ExpOfLog(Pattern):
         """exp(log(x)) -> x (APPROX: wrong for x < 0, and rounds differently)."""

@@ -1,6 +1,9 @@
 """The pattern library: `all_patterns()`, `default_patterns()`, `get(name)`.
 
-One module per family; each pattern is a small class registered with `@register`.
+One module per family; each pattern is a small class registered with `@register`. Importing
+this package imports every family (tests/test_layering.py fails on a family left out).
+The Pattern API and registry are in `base`, matching helpers in `matching`, loop analysis in
+`loop_analysis`.
 """
 
 from shlo_env.patterns.base import (  # noqa: F401
@@ -9,6 +12,6 @@ from shlo_env.patterns.base import (  # noqa: F401
 from shlo_env.patterns import (  # noqa: F401,E402
     algebraic, convert, dot, fusion, layout, loops, reduce, select, shape, slicing,
 )
-from shlo_env.patterns import batching  # noqa: F401,E402  (horizontal batching, issue 10)
+from shlo_env.patterns import batching  # noqa: F401,E402  (last: the registry's order is the search's)
 
 __all__ = ["Match", "Numerics", "Pattern", "all_patterns", "default_patterns", "get", "register", "resolve"]

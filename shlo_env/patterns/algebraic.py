@@ -12,10 +12,9 @@ import math
 import numpy as np
 from jaxlib.mlir import ir
 
-from shlo_env.patterns.base import (
-    COMMUTATIVE, Match, Numerics, Pattern, commuted, dtype_of, is_float, is_integer, producer, register,
-    splat_value,
-)
+from shlo_env.patterns.base import Match, Numerics, Pattern, register
+from shlo_env.patterns.matching import COMMUTATIVE, commuted, producer, splat_value
+from shlo_env.tensor_types import dtype_of, is_float, is_integer
 
 
 def _is_neg_zero(v) -> bool:

@@ -19,11 +19,13 @@ import math
 
 from jaxlib.mlir import ir
 
-from shlo_env.patterns.base import (
-    ELEMENTWISE, Match, Numerics, Pattern, Scalar, ancestors_since, attr_strings, dot_dims, element_type_of, is_elementwise, producer,
-    register, related_ops, scalar_operand, single_use, splat_value, static_shape, users,
+from shlo_env.ir import as_operation
+from shlo_env.patterns.base import Match, Numerics, Pattern, register
+from shlo_env.patterns.matching import (
+    ELEMENTWISE, Scalar, ancestors_since, attr_strings, dot_dims, is_elementwise, producer, related_ops,
+    scalar_operand, single_use, splat_value, static_shape, users,
 )
-from shlo_env.tensor_types import tensor_type
+from shlo_env.tensor_types import element_type_of, tensor_type
 
 #: Most copies batched into one op, and most ops of one chain.
 MAX_BATCH = 32
@@ -71,7 +73,7 @@ def _is_chain_top(op) -> bool:
     if not single_use(op.result):
         return True
     user = users(op.result)[0]
-    user = user.operation if hasattr(user, "operation") else user
+    user = as_operation(user)
     return not (is_elementwise(user) and user.block == op.operation.block
                 and all(static_shape(v) for v in user.operands))
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from shlo_env.patterns.base import (
-    DATA_MOVEMENT, Match, Pattern, dtype_of, element_type_of, producer, register, single_use,
-)
+from shlo_env.patterns.base import Match, Pattern, register
+from shlo_env.patterns.matching import DATA_MOVEMENT, producer, single_use
+from shlo_env.tensor_types import dtype_of, element_type_of
 
 
 def _finfo(dt):

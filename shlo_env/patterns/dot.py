@@ -10,11 +10,12 @@ import math
 
 from jaxlib.mlir import ir
 
-from shlo_env.patterns.base import (
-    DotDims, Match, Numerics, Pattern, broadcast_dims, commuted, concat_dim, dot_dims, i64s, is_float, matmul_flops,
-    matmul_operands, permutation, producer, register, result_elem, scalar_operand, shape_of, single_use, splat_value,
-    users,
+from shlo_env.patterns.base import Match, Numerics, Pattern, register
+from shlo_env.patterns.matching import (
+    DotDims, broadcast_dims, commuted, concat_dim, dot_dims, i64s, matmul_flops, matmul_operands,
+    permutation, producer, scalar_operand, single_use, splat_value, users,
 )
+from shlo_env.tensor_types import element_type_of, is_float, shape_of
 
 
 def _mm_flops(a_shape, b_shape) -> int:
@@ -346,7 +347,7 @@ class DotOfBroadcast(Pattern):
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
-        if "algorithm" in op.operation.attributes or result_elem(op.result) != result_elem(op.operands[0]):
+        if "algorithm" in op.operation.attributes or element_type_of(op.result) != element_type_of(op.operands[0]):
             return None
         sides = [_through_broadcast(v) for v in op.operands]
         if all(x == v for (x, _), v in zip(sides, op.operands)):
@@ -659,7 +660,7 @@ class ScalarOutOfDot(Pattern):
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
-        if result_elem(op.result) != result_elem(op.operands[0]):
+        if element_type_of(op.result) != element_type_of(op.operands[0]):
             return None
         for side in (0, 1):
             sc = _scaled(op.operands[side])
@@ -691,7 +692,7 @@ class ScalarIntoDot(Pattern):
             return None
         y, s, how = sc
         dot = producer(y, "stablehlo.dot_general")
-        if dot is None or not single_use(y) or result_elem(y) != result_elem(dot.operands[0]):
+        if dot is None or not single_use(y) or element_type_of(y) != element_type_of(dot.operands[0]):
             return None
         sizes = [math.prod(shape_of(v.type)) for v in dot.operands]
         side = 0 if sizes[0] <= sizes[1] else 1

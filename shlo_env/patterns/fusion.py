@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
+from shlo_env.ir import as_operation, is_pure
 from shlo_env.numerics import Numerics
-from shlo_env.patterns.base import (
-    ELEMENTWISE, Match, Pattern, attr_strings, captured_values, depends_on, is_elementwise, is_integer, is_pure,
-    register, related_ops, scalar_operand, shape_of, static_shape,
+from shlo_env.patterns.base import Match, Pattern, register
+from shlo_env.patterns.matching import (
+    ELEMENTWISE, attr_strings, captured_values, depends_on, is_elementwise, related_ops, scalar_operand,
+    static_shape,
 )
+from shlo_env.tensor_types import is_integer, shape_of
 
 #: Ops worth materializing once rather than recomputing in every consumer's fusion.
 _EXPENSIVE = tuple(sorted("stablehlo." + n for n in """
@@ -32,7 +35,7 @@ _CHEAP = frozenset(ELEMENTWISE | {"stablehlo.broadcast_in_dim", "stablehlo.conve
 def _distinct_users(value: ir.Value) -> list[ir.Operation]:
     out = []
     for use in value.uses:
-        u = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        u = as_operation(use.owner)
         if u not in out:
             out.append(u)
     return out
@@ -132,7 +135,7 @@ _ADDS = ("stablehlo.add", "stablehlo.subtract")
 def _contractible(op) -> bool:
     """Could XLA fuse a multiply and an add around `op` into one FMA? Then merging `op` with
     another op (a concatenate between them) changes the rounding: not bitwise exact."""
-    op = op.operation if hasattr(op, "operation") else op
+    op = as_operation(op)
     if is_integer(op.results[0].type):
         return False
     if op.name in _ADDS:  # chlo ops (square, erf, lgamma, ...) expand into multiplies and adds

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from shlo_env.patterns.base import (
-    ELEMENTWISE, Match, Numerics, Pattern, broadcast_dims, concat_dim, hoist_match, hoist_operands, i64s,
-    permutation, producer, reduce_body, register, shape_of, single_use, sink_match, sink_operands, users,
+from shlo_env.patterns.base import Match, Numerics, Pattern, register
+from shlo_env.patterns.matching import (
+    ELEMENTWISE, broadcast_dims, concat_dim, hoist_match, hoist_operands, i64s, permutation, producer,
+    reduce_body, single_use, sink_match, sink_operands, users,
 )
+from shlo_env.tensor_types import shape_of
 
 
 def inverse(perm) -> list[int]:

@@ -13,10 +13,11 @@ differ from the compiled loop by an ulp. That is XLA reassociating, not the rewr
 
 from __future__ import annotations
 
-from shlo_env.patterns.base import (
-    FlatBody, Match, Pattern, body_size, captured_values, concat_dim, depends_on, is_pure, producer,
-    register, shape_of, slice_params, static_trip_count,
-)
+from shlo_env.ir import as_operation, is_pure
+from shlo_env.patterns.base import Match, Pattern, register
+from shlo_env.patterns.loop_analysis import FlatBody, body_size, static_trip_count
+from shlo_env.patterns.matching import captured_values, concat_dim, depends_on, producer, slice_params
+from shlo_env.tensor_types import shape_of
 
 #: Unrolled bodies stay below this many ops (body size x copies).
 MAX_UNROLLED_OPS = 4000
@@ -189,7 +190,7 @@ def _packed_state(body: FlatBody, cond_uses) -> dict:
         bounds = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
         reads = []
         for use in arg.uses:
-            user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            user = as_operation(use.owner)
             if user.name != "stablehlo.slice" or user.block != body.block:
                 reads = None
                 break

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 
-from shlo_env.patterns.base import (
-    Match, Numerics, Pattern, i64s, is_float, is_integer, permutation, producer, reduce_body,
-    register, scalar_operand, shape_of, splat_value, concat_dim,
+from shlo_env.patterns.base import Match, Numerics, Pattern, register
+from shlo_env.patterns.matching import (
+    concat_dim, i64s, permutation, producer, reduce_body, scalar_operand, splat_value,
 )
+from shlo_env.tensor_types import is_float, is_integer, shape_of
 
 _IDEMPOTENT = ("stablehlo.maximum", "stablehlo.minimum", "stablehlo.and", "stablehlo.or")
 

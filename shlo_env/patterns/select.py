@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from jaxlib.mlir.dialects import stablehlo
 
-from shlo_env.patterns.base import (
-    Match, Pattern, comparison, dtype_of, is_integer, producer, register, splat_value,
-)
+from shlo_env.patterns.base import Match, Pattern, register
+from shlo_env.patterns.matching import comparison, producer, splat_value
+from shlo_env.tensor_types import dtype_of, is_integer
 
 
 @register

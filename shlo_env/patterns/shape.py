@@ -4,10 +4,12 @@ reshapes moved through other ops (layout motion) are in patterns/layout.py."""
 
 from __future__ import annotations
 
-from shlo_env.patterns.base import (
-    ELEMENTWISE, Match, Pattern, broadcast_dims, hoist_match, hoist_operands, i64s, is_identity_perm, permutation,
-    producer, register, shape_of, sink_match, sink_operands,
+from shlo_env.patterns.base import Match, Pattern, register
+from shlo_env.patterns.matching import (
+    ELEMENTWISE, broadcast_dims, hoist_match, hoist_operands, i64s, is_identity_perm, permutation,
+    producer, sink_match, sink_operands,
 )
+from shlo_env.tensor_types import shape_of
 
 
 @register

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from shlo_env.patterns.base import (
-    Match, Pattern, broadcast_dims, concat_dim, i64s, is_elementwise, operand_kinds, producer, register,
-    shape_of, single_use, slice_params,
+from shlo_env.patterns.base import Match, Pattern, register
+from shlo_env.patterns.matching import (
+    broadcast_dims, concat_dim, i64s, is_elementwise, operand_kinds, producer, single_use, slice_params,
 )
+from shlo_env.tensor_types import shape_of
 
 
 @register
