@@ -84,6 +84,9 @@ class Pattern:
 
 # --- registry -------------------------------------------------------------------------------
 
+# Filled by `@register` as each family module is imported. Nothing here imports the families:
+# Python runs `shlo_env/patterns/__init__.py` (which imports every family) before this module
+# can be imported, so the registry is complete whenever a function below runs.
 _REGISTRY: dict[str, Pattern] = {}
 
 
@@ -96,13 +99,8 @@ def register(cls: type[Pattern]) -> type[Pattern]:
     return cls
 
 
-def _load_builtins() -> None:
-    import shlo_env.patterns  # noqa: F401  (importing the package registers every family)
-
-
 def all_patterns() -> list[Pattern]:
     """Every built-in pattern, APPROX ones included."""
-    _load_builtins()
     return list(_REGISTRY.values())
 
 
@@ -112,7 +110,6 @@ def default_patterns() -> list[Pattern]:
 
 
 def get(name: str) -> Pattern:
-    _load_builtins()
     try:
         return _REGISTRY[name]
     except KeyError:
