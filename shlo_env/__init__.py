@@ -1,6 +1,7 @@
 """shlo_env: graph-rewrite search over StableHLO that makes JAX programs faster, never wrong."""
 
 from shlo_env import gym_registration, patterns
+from shlo_env._version import __version__  # noqa: F401
 from shlo_env.env import Env
 from shlo_env.driver import apply, augment, list_alternatives, prune, run_loop
 from shlo_env.hashing import dag_hash
@@ -16,6 +17,5 @@ __all__ = [
     "list_alternatives", "dag_hash", "patterns", "Pattern", "Match", "Numerics", "optimize",
     "OptimizedFunction", "Report", "Env", "profile", "jit", "JitFunction",
 ]
-__version__ = "0.1.0"
 
 gym_registration.install()  # shlo_env/Rewrite-v0, as soon as gymnasium is imported (never imports it)

@@ -212,7 +212,8 @@ def environment() -> dict:
     """Backend, device kind and versions: a search measured elsewhere does not apply here."""
     import jax
 
-    from shlo_env import __version__, _jax_compat
+    from shlo_env import _jax_compat
+    from shlo_env._version import __version__
 
     device = jax.devices()[0]
     return {"backend": device.platform, "device_kind": device.device_kind,

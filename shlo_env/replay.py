@@ -34,9 +34,9 @@ FORMAT_VERSION = 1
 
 
 def versions() -> dict[str, str]:
-    import shlo_env
+    from shlo_env._version import __version__
 
-    return {**_jax_compat.jax_versions(), "shlo_env": shlo_env.__version__}
+    return {**_jax_compat.jax_versions(), "shlo_env": __version__}
 
 
 @dataclasses.dataclass

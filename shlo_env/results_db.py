@@ -158,7 +158,8 @@ def _memory_bytes() -> int | None:
 
 def environment() -> dict:
     """This machine and software stack (what a measurement depends on)."""
-    from shlo_env import __version__, _jax_compat, runtime
+    from shlo_env import _jax_compat, runtime
+    from shlo_env._version import __version__
 
     versions = _jax_compat.jax_versions()
     dev = runtime.devices()[0]

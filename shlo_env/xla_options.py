@@ -95,9 +95,9 @@ def _table(platform: str, approx: bool):
 def candidate_options(platform: str | None = None, approx: bool = False) -> tuple[str, ...]:
     """Every option token a search may set on `platform` (default: jax's default backend)."""
     if platform is None:
-        from shlo_env import runtime
+        from shlo_env import _jax_compat  # not runtime: runtime reads this module
 
-        platform = runtime.platform()
+        platform = _jax_compat.backend().platform
     return tuple(token(name, v) for name, values, _, _ in _table(platform, approx) for v in values)
 
 
