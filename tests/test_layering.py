@@ -1,0 +1,181 @@
+"""The package's layering (issue 14): no import circles, `ir` at the bottom, and every pattern
+family module part of the library.
+
+The import graph has an edge A -> B for each `import` / `from ... import` of a shlo_env module
+B written in module A, at module level *and inside functions*. A deferred import does not fail
+when the package loads, but it is still a circle in the design (both circles issue 14 found,
+bench <-> noise and builder <-> patterns.base, were deferred imports). `from pkg import name`
+is an edge to the submodule `pkg.name` when there is one, else to `pkg` (its `__init__`). The
+parent packages Python runs implicitly are not edges: that would tie every module to the
+`shlo_env` package, which re-exports the public API.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "shlo_env"
+
+# Circles another engineer's change removes; the lead drops each entry when it merges.
+KNOWN_CIRCLES = {
+    frozenset({"shlo_env.bench", "shlo_env.noise"}):
+        "bench <-> noise (format_table): removed by the benchpkg work (bench/ package, issue 14 item 6)",
+}
+
+
+def _modules(root: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every module under `root` (a package directory)."""
+    out = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The modules of `known` that module `name` imports (anywhere in its file)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from . import x, from ..y import z
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in known else module for a in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:  # `import a.b.c` of a name inside a.b
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    known = _modules(root)
+    return {name: _imports(name, path, known) for name, path in known.items()}
+
+
+def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[frozenset[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(frozenset(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_circles_finds_a_deferred_circle(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from ..c import g\n")
+    (pkg / "c.py").write_text("def g():\n    import pkg.a\n")
+    (pkg / "d.py").write_text("from pkg import a, c\n")
+    graph = import_graph(pkg)
+    assert graph["pkg.a"] == {"pkg.sub.b"} and graph["pkg.sub.b"] == {"pkg.c"}
+    assert circles(graph) == [frozenset({"pkg.a", "pkg.sub.b", "pkg.c"})]
+
+
+def test_no_import_circles():
+    unexpected = [c for c in circles(import_graph()) if c not in KNOWN_CIRCLES]
+    assert not unexpected, "import circles: " + "; ".join(" <-> ".join(sorted(c)) for c in unexpected)
+
+
+@pytest.mark.parametrize("circle", [pytest.param(c, marks=pytest.mark.xfail(reason=why, strict=True),
+                                                 id="-".join(sorted(c)))
+                                    for c, why in KNOWN_CIRCLES.items()])
+def test_known_circle_is_gone(circle):
+    assert circle not in circles(import_graph())
+
+
+def test_ir_is_the_bottom_layer():
+    graph = import_graph()
+    assert graph["shlo_env.tensor_types"] == set()
+    assert graph["shlo_env.ir"] == {"shlo_env.tensor_types"}
+    assert not any(m.startswith("shlo_env.patterns") for m in graph["shlo_env.builder"])
+
+
+# --- pattern families ---------------------------------------------------------------------------
+
+def families(directory: Path) -> set[str]:
+    """Modules of `directory` that define a pattern registered with `@register`."""
+    def registers(path: Path) -> bool:
+        return any(isinstance(node, ast.ClassDef)
+                   and any(isinstance(d, ast.Name) and d.id == "register" for d in node.decorator_list)
+                   for node in ast.walk(ast.parse(path.read_text())))
+
+    return {p.stem for p in directory.glob("*.py") if p.stem != "__init__" and registers(p)}
+
+
+def imported_submodules(init: Path, package: str) -> set[str]:
+    """Submodules of `package` its `__init__.py` imports (from package import x / import package.x)."""
+    out = set()
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.module == package:
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(package + "."):
+            out.add(node.module[len(package) + 1:].split(".")[0])
+        elif isinstance(node, ast.Import):
+            out.update(a.name[len(package) + 1:].split(".")[0] for a in node.names
+                       if a.name.startswith(package + "."))
+    return out
+
+
+def test_family_detection(tmp_path):
+    (tmp_path / "__init__.py").write_text("from pkg import used\n")
+    (tmp_path / "used.py").write_text("@register\nclass A(Pattern):\n    pass\n")
+    (tmp_path / "forgotten.py").write_text("@register\nclass B(Pattern):\n    pass\n")
+    (tmp_path / "helpers.py").write_text("def register(cls):\n    return cls\n")
+    assert families(tmp_path) == {"used", "forgotten"}
+    assert families(tmp_path) - imported_submodules(tmp_path / "__init__.py", "pkg") == {"forgotten"}
+
+
+def test_every_pattern_family_is_imported_by_the_package():
+    directory = PACKAGE / "patterns"
+    found = families(directory)
+    assert {"algebraic", "dot", "loops"} <= found  # the detection sees the families
+    missing = found - imported_submodules(directory / "__init__.py", "shlo_env.patterns")
+    assert not missing, f"pattern families not imported by shlo_env/patterns/__init__.py: {sorted(missing)}"
+    from shlo_env.patterns import all_patterns
+
+    registered_in = {type(p).__module__.rpartition(".")[2] for p in all_patterns()}
+    assert registered_in == found
