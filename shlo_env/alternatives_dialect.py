@@ -70,7 +70,7 @@ def create(ip: ir.InsertionPoint, roots: Sequence[ir.Value], inputs: Sequence[ir
     The blocks are moved (not copied) into the new op.
     """
     operands = list(roots) + list(inputs)
-    attrs = {
+    attrs: dict[str, ir.Attribute] = {
         "patterns": ir.ArrayAttr.get([ir.StringAttr.get(s) for s in [ORIGINAL, *labels]]),
         "tiers": ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(32), int(t))
                                    for t in [0, *tiers]]),

@@ -107,6 +107,7 @@ class Builder:
             return op.result
         if arr.ndim == 0:
             elem = t.element_type
+            scalar: ir.Attribute
             if isinstance(elem, ir.IntegerType):
                 scalar = ir.IntegerAttr.get(elem, int(arr))
             else:
@@ -114,7 +115,8 @@ class Builder:
             attr = ir.DenseElementsAttr.get_splat(t, scalar)
         else:
             arr = np.ascontiguousarray(arr.astype(dtype_of(t)).reshape(shape_of(t)))
-            attr = ir.DenseElementsAttr.get(arr, type=t.element_type, shape=list(arr.shape))
+            # an ndarray has the buffer protocol; the stub's `Buffer` does not know numpy's
+            attr = ir.DenseElementsAttr.get(arr, type=t.element_type, shape=list(arr.shape))  # type: ignore[call-overload]
         return self.op("stablehlo.constant", [], [t], {"value": attr}).result
 
     def zeros(self, like: ir.Type) -> ir.Value:
@@ -185,7 +187,7 @@ class Builder:
         lfree = [d for d in range(len(ls)) if d not in lc and d not in lb]
         rfree = [d for d in range(len(rs)) if d not in rc and d not in rb]
         out = [ls[d] for d in lb] + [ls[d] for d in lfree] + [rs[d] for d in rfree]
-        attrs = {"dot_dimension_numbers": stablehlo.DotDimensionNumbers.get(
+        attrs: dict[str, ir.Attribute] = {"dot_dimension_numbers": stablehlo.DotDimensionNumbers.get(
             lhs_batching_dimensions=list(lb), rhs_batching_dimensions=list(rb),
             lhs_contracting_dimensions=list(lc), rhs_contracting_dimensions=list(rc))}
         if like is not None:

@@ -83,7 +83,7 @@ class Program:
         return self.main.regions[0].blocks[0]
 
     def text(self, debug_info: bool = False) -> str:
-        return self.module.operation.get_asm(enable_debug_info=debug_info)
+        return str(self.module.operation.get_asm(enable_debug_info=debug_info))  # typed `object`: bytes if binary
 
     def bytecode(self) -> bytes:
         buf = io.BytesIO()
@@ -95,7 +95,7 @@ class Program:
 
         jax emits `chlo` ops (`jnp.square`, `erfc`, ...) that have no VHLO form, so a copy is
         legalized to plain StableHLO first; the program itself keeps its ops."""
-        return _jax_compat.serialize_portable(legalize_chlo(self.clone().module).operation.get_asm())
+        return _jax_compat.serialize_portable(str(legalize_chlo(self.clone().module).operation.get_asm()))
 
     def with_module(self, module: ir.Module) -> "Program":
         return dataclasses.replace(self, module=module)
@@ -280,8 +280,7 @@ def parse_module(data: str | bytes, what: str = "module") -> ir.Module:
             module = ir.Module.parse(data)
     except Exception as e:  # noqa: BLE001 - MLIRError carries the diagnostics
         module, error = None, e
-    is_bytecode = isinstance(data, bytes) and data.startswith(BYTECODE_MAGIC)
-    if is_bytecode and (module is None or not _has_func(module)):
+    if isinstance(data, bytes) and data.startswith(BYTECODE_MAGIC) and (module is None or not _has_func(module)):
         try:  # a portable artifact parses as VHLO ops: deserialize to StableHLO first
             with ir_scope():
                 return ir.Module.parse(_jax_compat.deserialize_portable(data))
@@ -315,13 +314,16 @@ def lower(fn, *args, name: str | None = None, inline: bool = True) -> Program:
     Args may be arrays, scalars, pytrees of them, or `jax.ShapeDtypeStruct`s (then the program
     has no example inputs).
     """
-    name = name or getattr(fn, "__name__", "fn")
+    name = name or str(getattr(fn, "__name__", "fn"))
     try:
         lowered = jax.jit(fn, keep_unused=True).lower(*args)
     except Exception as e:  # noqa: BLE001 - user code; report it as an input error
         raise ProgramError(f"could not lower {name}: {type(e).__name__}: {e}") from e
+    stablehlo_module = lowered.compiler_ir("stablehlo")
+    if stablehlo_module is None:  # jax's answer for a dialect it cannot emit
+        raise ProgramError(f"could not lower {name}: jax gave no StableHLO module")
     buf = io.BytesIO()
-    lowered.compiler_ir("stablehlo").operation.write_bytecode(buf)
+    stablehlo_module.operation.write_bytecode(buf)
     module = parse_module(buf.getvalue(), what=name)
     leaves = jax.tree_util.tree_leaves(args)
     example = None

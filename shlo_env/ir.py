@@ -48,8 +48,8 @@ def terminator(block: ir.Block) -> ir.Operation:
 def walk_block(block: ir.Block, stop: Collection[str] = ()) -> Iterator[ir.Operation]:
     """Every op in `block` and its nested regions, in program order. Ops named in `stop` are
     yielded but not entered."""
-    for op in block.operations:
-        op = op.operation
+    for view in block.operations:
+        op = view.operation
         yield op
         if op.name in stop:
             continue

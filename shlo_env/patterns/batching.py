@@ -58,7 +58,7 @@ def _chain(value, leaves: list, budget: list) -> tuple:
     return ("leaf", str(element_type_of(value)))
 
 
-def _chain_of(op):
+def _chain_of(op) -> tuple[tuple, list]:
     """(structure, leaves) of the chain ending at elementwise `op` (its root)."""
     leaves: list = []
     budget = [MAX_CHAIN_OPS - 1]
@@ -72,8 +72,7 @@ def _is_chain_top(op) -> bool:
     """Not itself a link inside a longer chain (its only user is no elementwise op)."""
     if not single_use(op.result):
         return True
-    user = users(op.result)[0]
-    user = as_operation(user)
+    user = as_operation(users(op.result)[0])
     return not (is_elementwise(user) and user.block == op.operation.block
                 and all(static_shape(v) for v in user.operands))
 

@@ -364,8 +364,8 @@ class DotOfBroadcast(Pattern):
 def _later_sibling_dots(op, value, position: int):
     """Plain matmuls after `op` in its block that use `value` as operand `position`."""
     out = []
-    for user in users(value):
-        user = user.operation
+    for view in users(value):
+        user = view.operation
         if user == op.operation or user.name != "stablehlo.dot_general" or user.block != op.operation.block:
             continue
         mm = matmul_operands(user.result)

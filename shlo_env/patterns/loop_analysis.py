@@ -96,7 +96,7 @@ class FlatBody:
     def __init__(self, op, region: int = 1):
         op = as_operation(op)
         src = op.regions[region].blocks[0]
-        self.scratch = ir.Operation.create("shlo_env.scratch", regions=1)
+        self.scratch: ir.Operation | None = ir.Operation.create("shlo_env.scratch", regions=1)
         self.block = self.scratch.regions[0].blocks.append(*[a.type for a in src.arguments])
         b = Builder.at_end(self.block)
         outs = b.inline(src, list(self.block.arguments))

@@ -192,19 +192,17 @@ def _packed_state(body: FlatBody, cond_uses) -> dict:
         for use in arg.uses:
             user = as_operation(use.owner)
             if user.name != "stablehlo.slice" or user.block != body.block:
-                reads = None
                 break
             start, limit, strides = slice_params(user.opview)
             part = next((i for i in range(len(sizes))
                          if bounds[i] <= start[dim] and limit[dim] <= bounds[i + 1]), None)
             if part is None:
-                reads = None
                 break
             start, limit = list(start), list(limit)
             start[dim] -= bounds[part]
             limit[dim] -= bounds[part]
             reads.append((user, part, start, limit, strides))
-        if reads is not None:
+        else:  # every read is a slice within one part
             out[j] = (dim, sizes, reads, cat)
     return out
 

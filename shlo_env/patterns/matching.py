@@ -52,7 +52,7 @@ def producer(value: ir.Value, *names: str):
     return op
 
 
-def users(value: ir.Value) -> list[ir.Operation]:
+def users(value: ir.Value) -> list[ir.OpView]:
     return [u.owner for u in value.uses]
 
 
@@ -303,7 +303,7 @@ def operand_kinds(op) -> list:
     it at the new shape), "same" (a rank-0 operand of a select/clamp: keep it), or "x" (a
     full-shape tensor: move it the way the result moves)."""
     out_rank = len(static_shape(op.result) or ())
-    kinds = []
+    kinds: list[Scalar | str] = []
     for v in op.operands:
         if out_rank and static_shape(v) == ():
             kinds.append("same")
@@ -317,7 +317,8 @@ def operands_through(op, through: str):
     """For an elementwise `op`, split its operands into those produced by a `through` op and
     scalars. Returns (kinds, producers) with kinds[i] = 'x' (a `through` producer, its op in
     producers[i]) or a `Scalar`; None when an operand is neither or no operand is a `through`."""
-    kinds, prods = [], []
+    kinds: list[Scalar | str] = []
+    prods = []
     for v in op.operands:
         p = producer(v, through)
         if p is not None:
@@ -397,7 +398,7 @@ def related_ops(op, up: int = 2, down: int = 3, budget: int = 64):
     frontier, ancestors = list(op.operands), []
     seen_vals: set = set()
     for hop in range(up):
-        nxt = []
+        nxt: list[ir.Value] = []
         for v in frontier:
             if v in seen_vals:
                 continue
