@@ -19,7 +19,7 @@ from jaxlib.mlir import ir
 from shlo_env import alternatives_dialect as alt_dialect
 from shlo_env.builder import Builder
 from shlo_env.import_ import Program, ir_scope
-from shlo_env.ir import as_operation, block_ops, is_pure, walk_block
+from shlo_env.ir import ancestor_in, block_ops, is_pure, walk_block
 from shlo_env.numerics import Numerics
 from shlo_env.patterns.base import Match, Pattern, resolve
 
@@ -211,18 +211,6 @@ def _owner_in(block: ir.Block, value: ir.Value) -> ir.Operation | None:
     return None
 
 
-def _ancestor_in(block: ir.Block, op: ir.Operation) -> ir.Operation | None:
-    """`op` itself or the op enclosing it that sits directly in `block`."""
-    while op is not None:
-        if op.block == block:
-            return op
-        parent = op.parent
-        op = parent.operation if parent is not None else None
-        if op is not None and op.name == "func.func":
-            return None
-    return None
-
-
 def _place(roots, inputs, blocks, labels, tiers) -> ir.Operation | None:
     """Insert the alternatives op after every operand's definition and redirect the roots' uses.
 
@@ -241,7 +229,7 @@ def _place(roots, inputs, blocks, labels, tiers) -> ir.Operation | None:
     early = []
     for r in roots:
         for use in r.uses:
-            user = _ancestor_in(block, as_operation(use.owner))
+            user = ancestor_in(block, use.owner)
             if user is not None and user != op and user.is_before_in_block(op):
                 early.append(user)
     if early:
@@ -273,7 +261,7 @@ def _forward_cone(block: ir.Block, early: list[ir.Operation], stop: ir.Operation
         cone.add(op)
         for result in op.results:
             for use in result.uses:
-                user = _ancestor_in(block, as_operation(use.owner))
+                user = ancestor_in(block, use.owner)
                 if user is not None and user not in cone and user != stop and user.is_before_in_block(stop):
                     todo.append(user)
     return sorted(cone, key=functools.cmp_to_key(lambda a, b: -1 if a.is_before_in_block(b) else 1))

@@ -20,7 +20,7 @@ from jaxlib.mlir import ir
 from shlo_env.tensor_types import dtype_of, element_type_of, shape_of
 
 __all__ = [
-    "as_operation", "block_ops", "terminator", "walk", "walk_block",
+    "as_operation", "block_ops", "terminator", "ancestor_in", "walk", "walk_block",
     "callee_name", "functions", "callee", "splice_block",
     "EFFECTFUL_OPS", "TERMINATORS", "is_effectful_op", "is_pure",
     "element_type_of", "is_complex",
@@ -43,6 +43,20 @@ def block_ops(block: ir.Block) -> list[ir.Operation]:
 def terminator(block: ir.Block) -> ir.Operation:
     """The last op of `block` (its return or yield)."""
     return block_ops(block)[-1]
+
+
+def ancestor_in(block: ir.Block, op) -> ir.Operation | None:
+    """`op` itself, or the op enclosing it, that sits directly in `block`; None when `op` is not
+    inside `block` (the search stops at the enclosing function)."""
+    current: ir.Operation | None = as_operation(op)
+    while current is not None:
+        if current.block == block:
+            return current
+        parent = current.parent
+        current = parent.operation if parent is not None else None
+        if current is not None and current.name == "func.func":
+            return None
+    return None
 
 
 def walk_block(block: ir.Block, stop: Collection[str] = ()) -> Iterator[ir.Operation]:

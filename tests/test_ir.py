@@ -59,6 +59,20 @@ def test_walk_in_program_order_and_stop():
     assert [o.name for o in shlo_ir.walk_block(main.regions[0].blocks[0])] == names
 
 
+def test_ancestor_in():
+    module = _module()
+    main, ops = _main_ops(module)
+    block = main.regions[0].blocks[0]
+    loop = ops[1]
+    negate = shlo_ir.block_ops(loop.regions[1].blocks[0])[0]
+    assert negate.name == "stablehlo.negate"
+    assert shlo_ir.ancestor_in(block, negate) == loop
+    assert shlo_ir.ancestor_in(block, loop.opview) == loop
+    assert shlo_ir.ancestor_in(loop.regions[1].blocks[0], negate) == negate
+    other = shlo_ir.functions(module)["double"]
+    assert shlo_ir.ancestor_in(block, shlo_ir.block_ops(other.regions[0].blocks[0])[0]) is None
+
+
 def test_callee_and_functions():
     module = _module()
     funcs = shlo_ir.functions(module)

@@ -38,6 +38,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func as func_dialect
 
 from shlo_env.import_ import Program, ir_scope, program_from_module
+from shlo_env.ir import ancestor_in
 
 MAX_CONSTANT_ELEMENTS = 1024
 
@@ -60,20 +61,6 @@ class SubGraph:
     source: str
     size: int  # ops in the new main's body, constants included, the return not
     seed_op: str
-
-
-def _top_level(block: ir.Block, op: ir.Operation) -> ir.Operation | None:
-    """`op` or its ancestor that sits directly in `block` (None if outside the block)."""
-    while op is not None:
-        if op.block == block:
-            return op
-        parent = op.parent
-        if parent is None:
-            return None
-        op = parent.operation
-        if op.name == "func.func":
-            return None
-    return None
 
 
 def _is_tensor(t: ir.Type) -> bool:
@@ -137,7 +124,7 @@ class Extractor:
 
     def _owner(self, v: ir.OpResult) -> ir.Operation | None:
         owner = v.owner
-        return _top_level(self.block, owner.operation if hasattr(owner, "operation") else owner)
+        return ancestor_in(self.block, owner)
 
     def _all_operands(self, op: ir.Operation) -> Iterator[ir.Value]:
         yield from op.operands
@@ -240,8 +227,7 @@ class Extractor:
             if self.is_const[i]:
                 continue
             for r in self.ops[i].results:
-                users = [_top_level(self.block, u.owner.operation if hasattr(u.owner, "operation") else u.owner)
-                         for u in r.uses]
+                users = [ancestor_in(self.block, u.owner) for u in r.uses]
                 if not users or any(u not in member_ops for u in users):
                     outputs.append(r)
         if not outputs:
