@@ -5,9 +5,10 @@ The import graph has an edge A -> B for each `import` / `from ... import` of a s
 B written in module A, at module level *and inside functions*. A deferred import does not fail
 when the package loads, but it is still a circle in the design (both circles issue 14 found,
 bench <-> noise and builder <-> patterns.base, were deferred imports). `from pkg import name`
-is an edge to the submodule `pkg.name` when there is one, else to `pkg` (its `__init__`). The
-parent packages Python runs implicitly are not edges: that would tie every module to the
-`shlo_env` package, which re-exports the public API.
+is an edge to the submodule `pkg.name` when there is one, else to `pkg` (its `__init__`). Not
+edges: imports under `if TYPE_CHECKING:` (annotations only, never run), and the parent packages
+Python runs implicitly (that would tie every module to the `shlo_env` package, which re-exports
+the public API).
 """
 
 from __future__ import annotations
@@ -15,15 +16,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parent.parent / "shlo_env"
-
-# Circles another engineer's change removes; the lead drops each entry when it merges.
-KNOWN_CIRCLES = {
-    frozenset({"shlo_env.bench", "shlo_env.noise"}):
-        "bench <-> noise (format_table): removed by the benchpkg work (bench/ package, issue 14 item 6)",
-}
 
 
 def _modules(root: Path) -> dict[str, Path]:
@@ -37,11 +30,29 @@ def _modules(root: Path) -> dict[str, Path]:
     return out
 
 
+def _is_type_checking(node: ast.AST) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node of `tree` except those under `if TYPE_CHECKING:` (its `else:` branch runs)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if _is_type_checking(node):
+            todo.extend(node.orelse)  # type: ignore[attr-defined]
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+
+
 def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The modules of `known` that module `name` imports (anywhere in its file)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -110,21 +121,17 @@ def test_circles_finds_a_deferred_circle(tmp_path):
     (pkg / "sub" / "b.py").write_text("def f():\n    from ..c import g\n")
     (pkg / "c.py").write_text("def g():\n    import pkg.a\n")
     (pkg / "d.py").write_text("from pkg import a, c\n")
+    (pkg / "e.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import d\n"
+                              "else:\n    import pkg.c\n")
     graph = import_graph(pkg)
     assert graph["pkg.a"] == {"pkg.sub.b"} and graph["pkg.sub.b"] == {"pkg.c"}
+    assert graph["pkg.d"] == {"pkg.a", "pkg.c"} and graph["pkg.e"] == {"pkg.c"}  # annotations only: no edge
     assert circles(graph) == [frozenset({"pkg.a", "pkg.sub.b", "pkg.c"})]
 
 
 def test_no_import_circles():
-    unexpected = [c for c in circles(import_graph()) if c not in KNOWN_CIRCLES]
-    assert not unexpected, "import circles: " + "; ".join(" <-> ".join(sorted(c)) for c in unexpected)
-
-
-@pytest.mark.parametrize("circle", [pytest.param(c, marks=pytest.mark.xfail(reason=why, strict=True),
-                                                 id="-".join(sorted(c)))
-                                    for c, why in KNOWN_CIRCLES.items()])
-def test_known_circle_is_gone(circle):
-    assert circle not in circles(import_graph())
+    found = circles(import_graph())
+    assert not found, "import circles: " + "; ".join(" <-> ".join(sorted(c)) for c in found)
 
 
 def test_ir_is_the_bottom_layer():
