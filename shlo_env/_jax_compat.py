@@ -88,11 +88,12 @@ def serialize_portable(module_text: str) -> bytes:
     return _stablehlo.serialize_portable_artifact_str(module_text, version)
 
 
-def deserialize_portable(data: bytes) -> str:
+def deserialize_portable(data: bytes) -> bytes:
+    """The StableHLO module of a portable artifact, as MLIR bytecode (what jaxlib returns,
+    despite the function's name: decoding it as text fails)."""
     from jaxlib.mlir._mlir_libs import _stablehlo
 
-    text = _stablehlo.deserialize_portable_artifact_str(data)
-    return text.decode() if isinstance(text, bytes) else text  # the stubs say bytes; it is str
+    return _stablehlo.deserialize_portable_artifact_str(data)
 
 
 def eval_module(module: ir.Module, inputs: list) -> list:
