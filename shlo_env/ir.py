@@ -103,12 +103,7 @@ def callee(call) -> ir.Operation | None:
     while op is not None and op.name != "builtin.module":
         parent = op.parent
         op = parent.operation if parent is not None else None
-    if op is None:
-        return None
-    for f in block_ops(op.regions[0].blocks[0]):
-        if f.name == "func.func" and ir.StringAttr(f.attributes["sym_name"]).value == name:
-            return f
-    return None
+    return functions(op).get(name) if op is not None else None
 
 
 def splice_block(block: ir.Block, op) -> None:
@@ -124,6 +119,7 @@ def splice_block(block: ir.Block, op) -> None:
     for result, value in zip(op.results, body[-1].operands):
         result.replace_all_uses_with(value)
     op.erase()
+
 
 # --- side effects ------------------------------------------------------------------------------
 
