@@ -38,6 +38,7 @@ from jaxlib.mlir import ir
 from shlo_env import alternatives_dialect as alt_dialect
 from shlo_env.driver import is_pure
 from shlo_env.import_ import Program
+from shlo_env.ir import block_ops
 
 MAX_RANK = 8  # shapes are padded (with -1) or cut to this many dimensions, as in HloEnv
 
@@ -301,8 +302,7 @@ class _Builder:
                 node = self.add_node("parameter", [a.type], gid, alt, choice, parent)
                 self.value_node[a] = (node, 0)
                 mine.append(node)
-        for op in block.operations:
-            op = op.operation
+        for op in block_ops(block):
             name = op.name
             if name == alt_dialect.YIELD:
                 continue

@@ -38,7 +38,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func as func_dialect
 
 from shlo_env.import_ import Program, ir_scope, program_from_module
-from shlo_env.ir import ancestor_in
+from shlo_env.ir import ancestor_in, block_ops
 
 MAX_CONSTANT_ELEMENTS = 1024
 
@@ -64,7 +64,7 @@ class SubGraph:
 
 
 def _is_tensor(t: ir.Type) -> bool:
-    return isinstance(t, ir.RankedTensorType) or ir.RankedTensorType.isinstance(t)
+    return isinstance(t, ir.RankedTensorType) or ir.RankedTensorType.isinstance(t)  # type: ignore[attr-defined]  # older bindings
 
 
 def _regions_closed(op: ir.Operation) -> bool:
@@ -79,8 +79,7 @@ def _regions_closed(op: ir.Operation) -> bool:
         for region in o.regions:
             for b in region.blocks:
                 inside.update(b.arguments)
-                for inner in b.operations:
-                    inner = inner.operation
+                for inner in block_ops(b):
                     nested.append(inner)
                     inside.update(inner.results)
                     stack.append(inner)
@@ -237,7 +236,7 @@ class Extractor:
             with ir.InsertionPoint(module.body):
                 fn = func_dialect.FuncOp("main", ir.FunctionType.get([p.type for p in params],
                                                                      [o.type for o in outputs]))
-            body = fn.add_entry_block()
+            body = fn.add_entry_block()  # type: ignore[attr-defined]  # missing from the stubs
             mapping = dict(zip(params, body.arguments))
             ip = ir.InsertionPoint(body)
             for i in members:
