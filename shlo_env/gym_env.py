@@ -80,6 +80,7 @@ from shlo_env.env import (
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
 from shlo_env.replay import EpisodeRecord
+from shlo_env.timing import TimingPolicy
 from shlo_env.worker import CandidateError
 
 ENV_ID = gym_registration.ENV_ID
@@ -452,7 +453,7 @@ class RewriteEnv(gym.Env):
             self._prev_value = value
             return float(reward)
         if c.reward == "runtime":
-            t_prev, t_new = self.env.time(prev, new, runs=c.timing_runs, warmup=c.timing_warmup)
+            t_prev, t_new = self.env.time(prev, new, timing=TimingPolicy(c.timing_runs, c.timing_warmup))
             return float((t_prev.full - t_new.full) / self._t0)
         # baseline: compile now (so XLA rejections surface at this step), reward at the end
         self.env.cost(new)
@@ -460,7 +461,7 @@ class RewriteEnv(gym.Env):
 
     def _final_speedup(self) -> float:
         c = self.config
-        base, final = self.env.time(self.env.original, self._state, runs=c.timing_runs, warmup=c.timing_warmup)
+        base, final = self.env.time(self.env.original, self._state, timing=TimingPolicy(c.timing_runs, c.timing_warmup))
         return float(base.full / final.full - 1.0)
 
     def _observe(self, augment: bool = True) -> dict:

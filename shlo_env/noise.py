@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from shlo_env.import_ import Program
+from shlo_env.timing import TimingPolicy
 
 
 def profile_programs(count: int = 10, seed: int = 0) -> list[tuple[str, Program]]:
@@ -88,7 +89,7 @@ def measure(programs: list[tuple[str, Program]], *, repeats: int = 20, quantile:
             ratios, best = [], math.inf
             try:
                 for _ in range(repeats):
-                    a, b = w.time([text, text], "noise", runs, warmup, min_seconds)
+                    a, b = w.time([text, text], "noise", TimingPolicy(runs, warmup, min_seconds))
                     ratios.append(b.full / a.full)
                     best = min(best, a.full, b.full)
                     if bar is not None:

@@ -33,6 +33,7 @@ from shlo_env.import_ import Program, lower, parse_module
 from shlo_env.numerics import SENSITIVITY_ULPS, Numerics, verify
 from shlo_env.search import passes as pass_actions
 from shlo_env.search.runner import optimize_program
+from shlo_env.timing import SEARCH, TimingPolicy
 
 
 @dataclasses.dataclass
@@ -187,8 +188,7 @@ def exported_callable(fn: Callable, args: Sequence, program: Program,
     return jax.jit(call)
 
 
-def callable_samples(fns: Sequence[Callable], args: Sequence, runs: int = 10, warmup: int = 3,
-                     min_seconds: float = 0.2) -> list[list[float]]:
+def callable_samples(fns: Sequence[Callable], args: Sequence, timing: TimingPolicy = SEARCH) -> list[list[float]]:
     """Wall times of each callable's runs (outputs awaited), interleaved (A, B, A, B, ...), as
     `runtime.compare` times executables."""
     def once(f):
@@ -199,14 +199,13 @@ def callable_samples(fns: Sequence[Callable], args: Sequence, runs: int = 10, wa
             return elapsed, elapsed
         return run
 
-    samples = runtime.interleave([once(f) for f in fns], runs, warmup, min_seconds)
+    samples = runtime.interleave([once(f) for f in fns], timing)
     return [[full for full, _ in s] for s in samples]
 
 
-def time_callables(fns: Sequence[Callable], args: Sequence, runs: int = 10, warmup: int = 3,
-                   min_seconds: float = 0.2) -> list[float]:
+def time_callables(fns: Sequence[Callable], args: Sequence, timing: TimingPolicy = SEARCH) -> list[float]:
     """T of each callable (10th percentile of its interleaved wall times)."""
-    return [runtime.typical(s) for s in callable_samples(fns, args, runs, warmup, min_seconds)]
+    return [runtime.typical(s) for s in callable_samples(fns, args, timing)]
 
 
 def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_s: float = 120.0,

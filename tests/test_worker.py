@@ -4,6 +4,7 @@ import time
 import numpy as np
 import pytest
 
+from shlo_env.timing import TimingPolicy
 from shlo_env.worker import CandidateError, Worker
 
 IDENTITY = """
@@ -36,7 +37,7 @@ def worker():
 
 def test_run_and_time(worker):
     np.testing.assert_array_equal(worker.run(IDENTITY, "a")[0], [2.0, 4.0])
-    a, b = worker.time([IDENTITY, IDENTITY], "a", runs=10)
+    a, b = worker.time([IDENTITY, IDENTITY], "a", TimingPolicy(runs=10))
     assert a.runs == b.runs >= 10
     assert worker.cost(IDENTITY)["flops"] >= 0
 

@@ -40,6 +40,7 @@ from shlo_env import _jax_compat, runtime
 from shlo_env.corpus import CORPUS, DATA, SUBGRAPH_DATASETS, cache_clear
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
+from shlo_env.timing import QUICK
 from shlo_env.worker import CandidateError, Worker
 
 TARGETS = {"inst-10-20": 1150, "inst-20-40": 380}  # candidates to validate; >= 1000 / 300 must survive
@@ -86,7 +87,7 @@ def _validate(worker: Worker, text: str, specs, *, time_it: bool = False) -> tup
         worker.run(text, "x")
         ms = None
         if time_it:
-            ms = worker.time([text], "x", runs=10, warmup=3)[0].full * 1e3
+            ms = worker.time([text], "x", QUICK)[0].full * 1e3
         return None, ms
     except CandidateError as e:
         return f"{e.kind}: {e.message[:300]}", None

@@ -22,8 +22,9 @@ from shlo_env import runtime, xla_options
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
 from shlo_env.numerics import SENSITIVITY_ULPS, Comparison, Numerics, compare_outputs, verify
+from shlo_env.runners import CandidateError, FailureKind, Runner
 from shlo_env.search.passes import normalize, state_key
-from shlo_env.worker import CandidateError, Worker
+from shlo_env.timing import SEARCH, TimingPolicy
 
 
 @dataclasses.dataclass
@@ -37,7 +38,8 @@ class Evaluation:
     median_ratio: float = float("inf")  # median per-call ratio of the same interleaved runs
     time_s: float = float("nan")
     baseline_s: float = float("nan")
-    error: str = ""
+    error: str = ""  # "kind: message" for the user; `failure` is the kind
+    failure: FailureKind | None = None
     comparison: Comparison | None = None
     cost: dict | None = None
     passes: tuple[str, ...] = ()  # XLA passes disabled when compiling this state
@@ -131,14 +133,16 @@ class Evaluator:
     is not cached, so a budget is honored even when one compile is slow.
     """
 
-    def __init__(self, original: Program, *, worker: Worker | None = None, num_random: int = 3,
-                 seed: int = 0, runs: int = 10, warmup: int = 3, min_seconds: float = 0.2,
+    def __init__(self, original: Program, *, worker: Runner | None = None, num_random: int = 3,
+                 seed: int = 0, timing: TimingPolicy = SEARCH,
                  disabled_passes: tuple[str, ...] = (), hard_deadline: float | None = None,
                  reuse_executables: bool = True):
+        from shlo_env.worker import Worker
+
         self.original = original
-        self.worker = worker or Worker()
+        self.worker: Runner = worker if worker is not None else Worker()  # SHLO_ENV_TIMEOUT_S
         self._own_worker = worker is None
-        self.runs, self.warmup, self.min_seconds = runs, warmup, min_seconds
+        self.timing = timing
         self.disabled_passes = normalize(disabled_passes)
         self.hard_deadline = hard_deadline
         self.stats = EvaluatorStats()
@@ -180,7 +184,7 @@ class Evaluator:
         if self.hard_deadline is None:
             return None
         left = self.hard_deadline - time.perf_counter()
-        return max(0.5, min(self.worker.timeout_s if hasattr(self.worker, "timeout_s") else left, left))
+        return max(0.5, min(self.worker.timeout_s or left, left))
 
     def _passes(self, passes: tuple[str, ...] = ()) -> tuple[str, ...]:
         return normalize(self.disabled_passes + tuple(passes))
@@ -217,13 +221,13 @@ class Evaluator:
         not set the threshold for the whole search; a lucky candidate is caught by the
         confirming re-time and the final in-process check instead). Stops repeating once
         `max_seconds` have passed (a slow program gets one measurement, not three)."""
-        ratios = []
+        ratios: list[float] = []
         start = time.perf_counter()
         for _ in range(repeats):
             if ratios and max_seconds is not None and time.perf_counter() - start > max_seconds:
                 break
-            a, b = self.worker.time([self.baseline_text, self.baseline_text], self._keys[0], self.runs,
-                                    self.warmup, self.min_seconds, self.disabled_passes, timeout_s=self._timeout())
+            a, b = self.worker.time([self.baseline_text, self.baseline_text], self._keys[0], self.timing,
+                                    self.disabled_passes, timeout_s=self._timeout())
             ratios.append(b.full / a.full)
             self.baseline_s = min(a.full, b.full) if np.isnan(self.baseline_s) else min(self.baseline_s, a.full, b.full)
         self.noise = float(np.median([abs(1.0 - r) for r in ratios]))
@@ -249,7 +253,7 @@ class Evaluator:
                 and cached.verified > max(Numerics(program.numerics), Numerics.REASSOCIATE):
             # Verified only within APPROX (reached before by an APPROX path): this path may not.
             self.stats.cache_hits += 1
-            return dataclasses.replace(cached, program=program, ok=False,
+            return dataclasses.replace(cached, program=program, ok=False, failure=FailureKind.MISMATCH,
                                        error=f"mismatch: within {cached.verified.name} only")
         if cached is not None and (not time_it or cached.timed or not cached.ok):
             self.stats.cache_hits += 1
@@ -257,27 +261,28 @@ class Evaluator:
         if cached is None:
             self.stats.evaluated += 1
             cached = self._verify(h, program, passes)
-            if cached.error.startswith("budget"):
+            if cached.failure is FailureKind.BUDGET:
                 return cached  # abandoned at the deadline: not the candidate's fault, not cached
             self.cache[key] = cached
         if cached.ok and time_it and not cached.timed:
             self._time(cached)
-            if cached.error.startswith("budget"):
-                cached.ok, cached.error = True, ""  # verified still; timing can be retried later
+            if cached.failure is FailureKind.BUDGET:
+                cached.ok, cached.error, cached.failure = True, "", None  # verified still; timing can be retried later
         return cached
 
     def verify_only(self, program: Program, passes=()) -> Evaluation:
         return self.evaluate(program, passes=passes, time_it=False)
 
-    def _fail(self, ev: Evaluation, kind: str, message: str) -> Evaluation:
-        ev.ok = False
+    def _fail(self, ev: Evaluation, kind: FailureKind, message: str) -> Evaluation:
+        ev.ok, ev.failure = False, kind
         ev.error = f"{kind}: {message}"
-        self.stats.failures[kind] = self.stats.failures.get(kind, 0) + 1
+        self.stats.failures[kind.value] = self.stats.failures.get(kind.value, 0) + 1
         return ev
 
     def _candidate_error(self, ev: Evaluation, e: CandidateError) -> Evaluation:
-        if e.kind == "timeout" and self.hard_deadline is not None and time.perf_counter() >= self.hard_deadline - 0.1:
-            ev.ok = False
+        if e.kind is FailureKind.TIMEOUT and self.hard_deadline is not None \
+                and time.perf_counter() >= self.hard_deadline - 0.1:
+            ev.ok, ev.failure = False, FailureKind.BUDGET  # not counted: not the candidate's fault
             ev.error = f"budget: {e.message}"
             return ev
         return self._fail(ev, e.kind, e.message)
@@ -297,7 +302,7 @@ class Evaluator:
             ev.comparison = cmp
             if not cmp.ok:
                 self.stats.mismatches += 1
-                return self._fail(ev, "mismatch", cmp.detail)
+                return self._fail(ev, FailureKind.MISMATCH, cmp.detail)
             ev.verified = cmp.tier
         except CandidateError as e:
             return self._candidate_error(ev, e)
@@ -309,13 +314,10 @@ class Evaluator:
         """(baseline timing, candidate timing), interleaved in one worker request."""
         text = ev.program.text()
         if not ev.passes:
-            return self.worker.time([self.baseline_text, text], self._keys[0], self.runs, self.warmup,
-                                    self.min_seconds, self.disabled_passes, timeout_s=self._timeout())
-        if not hasattr(self.worker, "time_each"):
-            raise CandidateError("unsupported", "this worker cannot time programs compiled with different passes")
+            return self.worker.time([self.baseline_text, text], self._keys[0], self.timing,
+                                    self.disabled_passes, timeout_s=self._timeout())
         return self.worker.time_each([(self.baseline_text, self.disabled_passes), (text, self._passes(ev.passes))],
-                                     self._keys[0], self.runs, self.warmup, self.min_seconds,
-                                     timeout_s=self._timeout())
+                                     self._keys[0], self.timing, timeout_s=self._timeout())
 
     def _fingerprint(self, program: Program, passes: tuple[str, ...]) -> str | None:
         """xxh3 of XLA's optimized HLO (canonical text) of a state; None if unavailable."""
@@ -331,7 +333,7 @@ class Evaluator:
 
     def _time(self, ev: Evaluation) -> None:
         fingerprint = None
-        if self.reuse_executables and hasattr(self.worker, "optimized_hlo"):
+        if self.reuse_executables:
             if not self._original_fingerprint_done:
                 self._original_fingerprint_done = True
                 fp = self._fingerprint(self.original, ())
@@ -370,10 +372,10 @@ class Evaluator:
             again = self.retime(src)
         except CandidateError as e:
             self._candidate_error(src, e)
-            if src.error.startswith("budget"):
-                src.ok, src.error = True, ""
+            if src.failure is FailureKind.BUDGET:
+                src.ok, src.error, src.failure = True, "", None
                 return src.ratio
-            ev.ok, ev.error = src.ok, src.error
+            ev.ok, ev.error, ev.failure = src.ok, src.error, src.failure
             return src.ratio
         src.ratio = max(src.ratio, again)
         src.confirmed = True

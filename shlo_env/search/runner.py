@@ -41,6 +41,9 @@ import dataclasses
 import math
 import time
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
+
+import numpy as np
 
 from shlo_env import xla_options as option_actions
 from shlo_env.hashing import dag_hash
@@ -50,7 +53,10 @@ from shlo_env.patterns.base import resolve as resolve_patterns
 from shlo_env.search import passes as pass_actions
 from shlo_env.search.base import Progress, SearchContext, auto_strategy, get_strategy
 from shlo_env.search.evaluator import Evaluator
-from shlo_env.worker import CandidateError, Worker, default_timeout
+from shlo_env.runners import CandidateError, Runner
+from shlo_env.runtime import Timing
+from shlo_env.timing import QUICK, TimingPolicy
+from shlo_env.worker import Worker
 
 MAX_TRAJECTORY = 5_000  # decisions recorded per program (a long MCTS run is cut here)
 
@@ -134,22 +140,43 @@ class ProgramResult:
 
 
 class LockedWorker:
-    """A worker whose timing requests hold `lock` (compiles and verification runs do not)."""
+    """A `Runner` whose timing requests hold `lock` (compiles and verification runs do not):
+    several searches sharing a device never time at the same moment."""
 
-    def __init__(self, worker, lock):
+    def __init__(self, worker: Runner, lock: AbstractContextManager):
         self._worker = worker
         self._lock = lock
+        self.timeout_s = worker.timeout_s
 
-    def __getattr__(self, name):
-        return getattr(self._worker, name)
+    def set_inputs(self, key: str, arrays: Sequence[np.ndarray]) -> None:
+        self._worker.set_inputs(key, arrays)
 
-    def time(self, *args, **kwargs):
+    def run(self, text: str, input_key: str, disabled_passes: Sequence[str] = (),
+            timeout_s: float | None = None) -> list[np.ndarray]:
+        return self._worker.run(text, input_key, disabled_passes, timeout_s)
+
+    def reference(self, text: str, input_key: str, timeout_s: float | None = None,
+                  perturb_ulps: float = 0.0) -> list[np.ndarray] | None:
+        return self._worker.reference(text, input_key, timeout_s, perturb_ulps)
+
+    def time(self, texts: Sequence[str], input_key: str, timing: TimingPolicy = QUICK,
+             disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> list[Timing]:
         with self._lock:
-            return self._worker.time(*args, **kwargs)
+            return self._worker.time(texts, input_key, timing, disabled_passes, timeout_s)
 
-    def time_each(self, *args, **kwargs):
+    def time_each(self, items: Sequence[tuple[str, Sequence[str]]], input_key: str,
+                  timing: TimingPolicy = QUICK, timeout_s: float | None = None) -> list[Timing]:
         with self._lock:
-            return self._worker.time_each(*args, **kwargs)
+            return self._worker.time_each(items, input_key, timing, timeout_s)
+
+    def cost(self, text: str, disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> dict:
+        return self._worker.cost(text, disabled_passes, timeout_s)
+
+    def optimized_hlo(self, text: str, disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> str:
+        return self._worker.optimized_hlo(text, disabled_passes, timeout_s)
+
+    def close(self) -> None:
+        self._worker.close()
 
 
 class _RecordingContext(SearchContext):
@@ -214,8 +241,8 @@ def optimize_program(program: Program, *, patterns=None, strategy: str = "auto",
     res = ProgramResult(name=name, strategy=str(strategy), requested_strategy=str(strategy))
     res.original_hash = res.best_hash = dag_hash(program)
     own_worker = worker is None
-    base_worker = worker if worker is not None else Worker(timeout_s or default_timeout())
-    w = LockedWorker(base_worker, device_lock) if device_lock is not None else base_worker
+    base_worker = worker if worker is not None else Worker(timeout_s)  # None: SHLO_ENV_TIMEOUT_S
+    w: Runner = LockedWorker(base_worker, device_lock) if device_lock is not None else base_worker
     offered = pass_actions.resolve(passes) + option_actions.resolve(xla_options)
     try:
         # The original is measured whatever the budget (only the worker's own timeout applies):
@@ -332,8 +359,7 @@ def _final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best) -
     base_passes = evaluator.disabled_passes
     try:
         if best is None:
-            (t,) = worker.time([evaluator.baseline_text], key, evaluator.runs, evaluator.warmup,
-                               evaluator.min_seconds, base_passes)
+            (t,) = worker.time([evaluator.baseline_text], key, evaluator.timing, base_passes)
             res.baseline = res.best = _timing(t)
             res.ratio = 1.0
             return
@@ -341,10 +367,9 @@ def _final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best) -
         if best.passes:
             tb, tc = worker.time_each([(evaluator.baseline_text, base_passes),
                                        (text, tuple(sorted(set(base_passes) | set(best.passes))))],
-                                      key, evaluator.runs, evaluator.warmup, evaluator.min_seconds)
+                                      key, evaluator.timing)
         else:
-            tb, tc = worker.time([evaluator.baseline_text, text], key, evaluator.runs, evaluator.warmup,
-                                 evaluator.min_seconds, base_passes)
+            tb, tc = worker.time([evaluator.baseline_text, text], key, evaluator.timing, base_passes)
         res.baseline, res.best = _timing(tb), _timing(tc)
         res.ratio = tc.full / tb.full
     except CandidateError as e:
