@@ -29,7 +29,7 @@ import time
 
 from shlo_env import examples, runtime
 from shlo_env.import_ import lower
-from shlo_env.search.runner import optimize_program
+from shlo_env.search.runner import SearchOptions, optimize_program
 from shlo_env.worker import Worker
 from shlo_env.timing import TimingPolicy
 
@@ -106,8 +106,8 @@ def main(argv=None) -> int:
         program = load()
         found, per = {}, {}
         for s in args.strategies:
-            r = optimize_program(program, strategy=s, budget_s=args.budget, passes=args.passes, seed=args.seed,
-                                 final_timing=False, cost=False)
+            r = optimize_program(program, SearchOptions(strategy=s, budget_s=args.budget, passes=args.passes,
+                                                        seed=args.seed, final_timing=False, cost=False))
             if r.status != "ok":
                 print(f"  {name} {s}: failed ({r.error})", file=sys.stderr)
                 continue

@@ -47,7 +47,7 @@ class Task:
     program_hash: str
     strategy: str
     program: Program
-    options: dict  # keyword arguments of optimize_program (budget_s, seed, threshold, ...)
+    options: dict  # fields of search.runner.SearchOptions (budget_s, seed, threshold, ...)
 
 
 class DeviceLock:
@@ -106,12 +106,12 @@ def run_task(task: Task, worker, device_lock) -> dict:
     """Optimize one task's program; a result dict (`ProgramResult.record()`) plus bookkeeping.
     Never raises: an exception becomes a result with status "error"."""
     from shlo_env.results_db import now_iso
-    from shlo_env.search.runner import optimize_program
+    from shlo_env.search.runner import SearchOptions, optimize_program
 
     started = now_iso()
     try:
-        res = optimize_program(task.program, strategy=task.strategy, worker=worker, device_lock=device_lock,
-                               name=task.name, **task.options)
+        options = SearchOptions(strategy=task.strategy, name=task.name, **task.options)
+        res = optimize_program(task.program, options, worker=worker, device_lock=device_lock)
         rec = res.record()
     except Exception as e:  # noqa: BLE001 - one program's failure must not stop the sweep
         rec = {"name": task.name, "status": "error", "strategy": task.strategy,
