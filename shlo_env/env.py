@@ -41,6 +41,7 @@ from shlo_env.numerics import Numerics
 from shlo_env.patterns.base import resolve
 from shlo_env.runners import CandidateError, FailureKind, InProcess, Runner  # noqa: F401  (InProcess re-exported)
 from shlo_env.timing import QUICK, TimingPolicy
+from shlo_env.verify import Verifier
 
 
 class EnvError(RuntimeError):
@@ -169,6 +170,7 @@ class Env:
         self._worker = worker
         self._own_worker = worker is None
         self._evaluator = None
+        self._verifier: Verifier | None = None
         self._baseline: dict[tuple, runtime.Timing] = {}
         self._costs: dict[str, dict] = {} if cost_cache is None else cost_cache
 
@@ -268,7 +270,7 @@ class Env:
         self.isolate = state["isolate"]
         self.num_random, self.seed, self.timeout_s = state["num_random"], state["seed"], state["timeout_s"]
         self.history = [Step(list(d), list(l), h) for d, l, h in state["history"]]
-        self._worker, self._own_worker, self._evaluator = None, True, None
+        self._worker, self._own_worker, self._evaluator, self._verifier = None, True, None, None
         self._baseline = dict(state["baseline"])
         self._costs = dict(state["costs"])
 
@@ -299,10 +301,17 @@ class Env:
                                         seed=self.seed)
         return self._evaluator
 
+    def verifier(self) -> Verifier:
+        """The `Verifier` of this Env's original: its input sets and outputs, computed once.
+        On a worker shared with other Envs a fresh one is made for each use (it re-sends its
+        inputs), as for `evaluator()`."""
+        if self._verifier is None or not self._own_worker:
+            self._verifier = Verifier(self.original, self.worker, num_random=self.num_random, seed=self.seed)
+        return self._verifier
+
     def _timing_key(self) -> str:
-        self.evaluator()  # the input sets
         key = "env.timing"
-        self.worker.set_inputs(key, self._evaluator.inputs(0))
+        self.worker.set_inputs(key, self.verifier().sets[0])
         return key
 
     def time(self, *programs: Program, timing: TimingPolicy = QUICK) -> list[runtime.Timing]:
@@ -347,36 +356,35 @@ class Env:
         established: EXACT when bitwise equal, else REASSOCIATE (judged against a float64
         reference) or APPROX for programs that claim it. With `tier`, the check passes only
         if the established tier is at least that strict."""
-        from shlo_env.search.evaluator import Evaluator
-
         candidate = self.current().clone()
         if tier is not None and Numerics.parse(tier) > Numerics(candidate.numerics):
             candidate.numerics = Numerics.parse(tier)  # allow a looser comparison if asked
-        reference_program = self.original if other is None else (
-            other.current() if isinstance(other, Env) else other)
+        claimed = Numerics(candidate.numerics)
         if other is None:
-            evaluator = self.evaluator()
-        else:  # a fresh Evaluator: its cache (by DAG hash) knows nothing of another reference
-            evaluator = Evaluator(reference_program, worker=self.worker, num_random=self.num_random,
-                                  seed=self.seed)
-        ev = evaluator.verify_only(candidate)
-        cmp = ev.comparison
-        n = evaluator.num_input_sets
-        established = ev.verified if ev.ok else Numerics(candidate.numerics)
-        if ev.ok and (tier is None or established <= Numerics.parse(tier)):
-            return Equivalence(True, established, cmp.max_error if cmp else 0.0, cmp.bound if cmp else 0.0,
-                               "", n, cmp.describe() if cmp else "")
-        detail = ev.error or (cmp.detail if cmp else "")
-        if ev.ok:
+            verifier = self.verifier()
+        else:  # a fresh Verifier: the outputs it keeps are the original's, not another program's
+            reference_program = other.current() if isinstance(other, Env) else other
+            verifier = Verifier(reference_program, self.worker, num_random=self.num_random, seed=self.seed)
+        n = verifier.num_input_sets
+        try:
+            cmp = verifier.check(candidate.text(), (), claimed)
+        except CandidateError as e:
+            return Equivalence(False, Numerics.parse(tier) if tier is not None else claimed, float("nan"),
+                               float("nan"), str(e), n)
+        established = cmp.tier if cmp.ok else claimed
+        if cmp.ok and (tier is None or established <= Numerics.parse(tier)):
+            return Equivalence(True, established, cmp.max_error, cmp.bound, "", n, cmp.describe())
+        detail = f"mismatch: {cmp.detail}"
+        if cmp.ok:
             detail = f"equal only within {established.name}, not {Numerics.parse(tier).name}"
         return Equivalence(False, Numerics.parse(tier) if tier is not None else established,
-                           cmp.max_error if cmp else float("nan"), cmp.bound if cmp else float("nan"), detail, n)
+                           cmp.max_error, cmp.bound, detail, n)
 
     def close(self) -> None:
         """Stop the worker (if this Env started it). The Env stays usable: it restarts one."""
         if self._worker is not None and self._own_worker:
             self._worker.close()
-        self._worker, self._evaluator = None, None
+        self._worker, self._evaluator, self._verifier = None, None, None
 
     def __enter__(self) -> "Env":
         return self

@@ -1,4 +1,5 @@
-"""Evaluating candidate programs: verify against the original, then time side by side.
+"""Evaluating candidate programs: verify against the original (`shlo_env.verify`), then time
+side by side.
 
 One `Evaluator` serves a whole search. A state is a program plus the XLA passes disabled when
 compiling it (usually none); its cache key is (DAG hash, disabled passes), so a state reached
@@ -21,10 +22,11 @@ import numpy as np
 from shlo_env import runtime, xla_options
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
-from shlo_env.numerics import SENSITIVITY_ULPS, Comparison, Numerics, compare_outputs, verify
+from shlo_env.numerics import Comparison, Numerics
 from shlo_env.runners import CandidateError, FailureKind, Runner
 from shlo_env.search.passes import normalize, state_key
 from shlo_env.timing import SEARCH, TimingPolicy
+from shlo_env.verify import Verifier
 
 
 @dataclasses.dataclass
@@ -152,16 +154,9 @@ class Evaluator:
         self.executables: dict[str, Evaluation] = {}  # fingerprint of optimized HLO -> timed state
         self._original_fingerprint_done = False
         self.baseline_text = original.text()
-        self._sets = runtime.input_sets(original, num_random, seed)
-        # Input sets live in the worker under these names; the prefix keeps two evaluators
-        # sharing one worker from replacing each other's sets.
-        prefix = f"{dag_hash(original)}-{seed}-{num_random}"
-        self._keys = [f"{prefix}/set{i}" for i in range(len(self._sets))]
-        for key, arrays in zip(self._keys, self._sets):
-            self.worker.set_inputs(key, arrays)
-        self._originals: list[list[np.ndarray]] | None = None
-        self._references: list | None = None
-        self._sensitivities: list | None = None
+        self.verifier = Verifier(original, self.worker, num_random=num_random, seed=seed,
+                                 disabled_passes=self.disabled_passes, timeout=self._timeout)
+        self._keys = self.verifier.keys
         self.baseline_s = float("nan")
         self.noise = float("nan")
         base = Evaluation(dag_hash(original), original, ok=True, ratio=1.0, median_ratio=1.0,
@@ -173,11 +168,11 @@ class Evaluator:
 
     @property
     def num_input_sets(self) -> int:
-        return len(self._sets)
+        return self.verifier.num_input_sets
 
     def inputs(self, i: int = 0) -> list[np.ndarray]:
         """Input set i (set 0 is the example args when the program has them)."""
-        return self._sets[i]
+        return self.verifier.sets[i]
 
     def _timeout(self) -> float | None:
         """Seconds a worker request may take: the worker's own limit, cut at the hard deadline."""
@@ -190,30 +185,16 @@ class Evaluator:
         return normalize(self.disabled_passes + tuple(passes))
 
     def originals(self) -> list[list[np.ndarray]]:
-        if self._originals is None:
-            self._originals = [self.worker.run(self.baseline_text, k, self.disabled_passes, timeout_s=self._timeout())
-                               for k in self._keys]
-        return self._originals
+        """The original's outputs on each input set (see `shlo_env.verify.Verifier`)."""
+        return self.verifier.originals()
 
     def references(self) -> list:
         """float64 outputs of the original on each input set (None where it cannot be widened)."""
-        if self._references is None:
-            self._references = [self.worker.reference(self.baseline_text, k, timeout_s=self._timeout())
-                                for k in self._keys]
-        return self._references
+        return self.verifier.references()
 
     def sensitivity(self, i: int):
-        """float64 outputs of the original on input set i moved by a few ulps: how much the
-        exact result itself moves under rounding-sized changes (see `shlo_env.numerics`)."""
-        if self._sensitivities is None:
-            self._sensitivities = [None] * len(self._keys)
-        if self._sensitivities[i] is None:
-            self._sensitivities[i] = self.worker.reference(self.baseline_text, self._keys[i], timeout_s=self._timeout(),
-                                                           perturb_ulps=SENSITIVITY_ULPS)
-        return self._sensitivities[i]
-
-    def sensitivities(self) -> list:
-        return [self.sensitivity(i) for i in range(len(self._keys))]
+        """float64 outputs of the original on input set i moved by a few ulps."""
+        return self.verifier.sensitivity(i)
 
     def measure_noise(self, repeats: int = 3, max_seconds: float | None = None) -> float:
         """Time the original against itself `repeats` times; the median of |1 - ratio| is the
@@ -290,15 +271,8 @@ class Evaluator:
     def _verify(self, h: str, program: Program, passes: tuple[str, ...]) -> Evaluation:
         ev = Evaluation(h, program, ok=False, passes=passes)
         self.stats.verifications[ev.key] += 1
-        text = program.text()
         try:
-            originals = self.originals()
-            outputs = [self.worker.run(text, key, self._passes(passes), timeout_s=self._timeout())
-                       for key in self._keys]
-            exact = all(compare_outputs(g, o, Numerics.EXACT).ok for g, o in zip(outputs, originals))
-            cmp = verify(outputs, originals, ev.numerics, None if exact else self.references())
-            if not cmp.ok and not exact:  # the sensitivity costs two more runs: only when needed
-                cmp = verify(outputs, originals, ev.numerics, self.references(), self.sensitivities())
+            cmp = self.verifier.check(program.text(), self._passes(passes), ev.numerics)
             ev.comparison = cmp
             if not cmp.ok:
                 self.stats.mismatches += 1
