@@ -40,7 +40,7 @@ from shlo_env import _jax_compat, runtime
 from shlo_env.corpus import CORPUS, DATA, SUBGRAPH_DATASETS, cache_clear
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
-from shlo_env.timing import QUICK
+from shlo_env.timing import QUICK, default_timeout
 from shlo_env.worker import CandidateError, Worker
 
 TARGETS = {"inst-10-20": 1150, "inst-20-40": 380}  # candidates to validate; >= 1000 / 300 must survive
@@ -113,7 +113,7 @@ def generate_corpus(names: list[str] | None = None) -> dict:
     lib_versions = {lib: _version(lib) for lib in ("flax", "equinox", "optax")}
     entries, failures = [], {}
     start = time.perf_counter()
-    with Worker(timeout_s=300) as worker:
+    with Worker() as worker:  # SHLO_ENV_TIMEOUT_S (default 300 s)
         for name, spec in specs.items():
             if names and name not in names:
                 if name in old:
@@ -237,7 +237,7 @@ def generate_subgraphs(dataset: str, target: int, seed: int = 0) -> dict:
          f"({stats['attempts']} attempts, {time.perf_counter() - start:.1f} s); validating...")
     kept, failures = [], collections.Counter()
     failure_examples = {}
-    with Worker(timeout_s=120) as worker:
+    with Worker(min(120.0, default_timeout())) as worker:  # a cut that hangs costs at most 2 minutes
         for n, (sg, h) in enumerate(found):
             text = sg.program.text()
             problem, _ = _validate(worker, text, sg.program.in_specs)
