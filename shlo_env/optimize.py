@@ -22,6 +22,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -308,7 +309,7 @@ def _cache_entry(key: dict, opt: OptimizedFunction) -> search_cache.Entry:
 
 def _report_from(stored: dict, name: str) -> Report:
     fields = {f.name: f for f in dataclasses.fields(Report)}
-    values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in stored.items() if k in fields}
+    values: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in stored.items() if k in fields}
     report = Report(**{**values, "name": name})
     report.cache, report.candidates_evaluated, report.cache_hits, report.failures = "hit", 0, 0, {}
     report.search_s = 0.0

@@ -59,8 +59,10 @@ class Runner(Protocol):
     `timeout_s`). Every failure raises `CandidateError`.
     """
 
-    timeout_s: float | None
-    """Seconds one request may take by default; None where the runner cannot stop a request."""
+    @property
+    def timeout_s(self) -> float | None:
+        """Seconds one request may take by default; None where the runner cannot stop a request."""
+        ...
 
     def set_inputs(self, key: str, arrays: Sequence[np.ndarray]) -> None:
         """Register (or replace) the input set `key`."""

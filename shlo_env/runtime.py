@@ -21,6 +21,7 @@ import functools
 import re
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import ml_dtypes
@@ -60,7 +61,7 @@ class Timing:
 
 @dataclasses.dataclass
 class Executable:
-    loaded: object  # the PJRT LoadedExecutable
+    loaded: Any  # the PJRT LoadedExecutable (jaxlib ships no type for it)
     text_hash: str
 
     def cost(self) -> dict:

@@ -343,15 +343,17 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
                 res.program, res.evaluation = best.program, best
                 res.best_hash, res.applied, res.disabled_passes = best.hash, tuple(best.applied), tuple(best.passes)
                 res.decisions = ctx.path_to(best.key)
-                res.numerics = best.verified.name
+                verified = best.verified
+                assert verified is not None, "only verified candidates are accepted"
+                res.numerics = verified.name
                 c = best.comparison
                 res.verification = {
-                    "tier": best.verified.name, "claimed": best.numerics.name,
+                    "tier": verified.name, "claimed": best.numerics.name,
                     "input_sets": evaluator.num_input_sets,
                     "example_args": program.example_args is not None,
                     "max_error": c.max_error if c is not None else None,
                     "bound": c.bound if c is not None else None,
-                    "float64_reference": best.verified >= Numerics.REASSOCIATE}
+                    "float64_reference": verified >= Numerics.REASSOCIATE}
             else:
                 res.program = program
                 res.verification = {"tier": "EXACT", "input_sets": 0, "note": "the original itself"}
