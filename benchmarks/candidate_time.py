@@ -18,7 +18,7 @@ import sys
 import time
 
 from shlo_env import corpus
-from shlo_env.search.runner import optimize_program
+from shlo_env.search.runner import SearchOptions, optimize_program
 from shlo_env.worker import Worker
 
 DEFAULT_PROGRAMS = "linen_mlp_train,nnx_gru_train,attn_rope_causal_mha,optax_adamw_schedule,kalman_filter_scan"
@@ -76,8 +76,8 @@ def measure(names: list[str], budget_s: float, strategy: str) -> list[dict]:
         with Worker() as base:
             w = StopwatchWorker(base)
             t0 = time.perf_counter()
-            res = optimize_program(program, strategy=strategy, budget_s=budget_s, worker=w,
-                                   final_timing=False, cost=False)
+            res = optimize_program(program, SearchOptions(strategy=strategy, budget_s=budget_s, final_timing=False,
+                                                          cost=False), worker=w)
             total = time.perf_counter() - t0
         worker_s = sum(w.seconds.values())
         rows.append({"program": name, "total_s": total, "search_s": res.search_s,

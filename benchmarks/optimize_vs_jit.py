@@ -18,6 +18,7 @@ import numpy as np
 import shlo_env as se
 from shlo_env import examples
 from shlo_env.optimize import time_callables
+from shlo_env.timing import TimingPolicy
 
 def column_sums_plus_square(X, W):
     """The README example plus a term jax lowers to a chlo op (chlo.square)."""
@@ -48,7 +49,7 @@ def main() -> None:
         jitted = jax.jit(fn)
         ratios = []
         for _ in range(args.rounds):
-            t_jit, t_opt = time_callables([jitted, opt], inputs, runs=20, warmup=3, min_seconds=0.5)
+            t_jit, t_opt = time_callables([jitted, opt], inputs, TimingPolicy(runs=20, warmup=3, min_seconds=0.5))
             ratios.append(t_jit / t_opt)
         med = float(np.median(ratios))
         tgt = f">={target}x" if target else "0.95-1.05"

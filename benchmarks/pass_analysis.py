@@ -30,6 +30,7 @@ from shlo_env.import_ import lower
 from shlo_env.search import Evaluator
 from shlo_env.search.passes import candidate_passes, describe
 from shlo_env.worker import CandidateError, Worker
+from shlo_env.timing import TimingPolicy
 
 FASTER, SLOWER = 0.94, 1.06  # the paper's thresholds
 
@@ -69,7 +70,7 @@ def analyze(budget_s: float = 500.0, passes=None, corpus_limit: int | None = Non
                 print(f"  {name}: cannot load ({e})", file=sys.stderr)
                 continue
             row: dict[str, dict] = {}
-            ev = Evaluator(program, worker=worker, num_random=1, runs=runs, min_seconds=0.1,
+            ev = Evaluator(program, worker=worker, num_random=1, timing=TimingPolicy(runs=runs, min_seconds=0.1),
                            hard_deadline=deadline + 60)
             try:
                 base = ev.optimized_hlo(program)

@@ -32,6 +32,7 @@ from shlo_env import corpus, driver, examples, runtime
 from shlo_env.import_ import lower
 from shlo_env.patterns import all_patterns
 from shlo_env.worker import CandidateError, Worker
+from shlo_env.timing import TimingPolicy
 
 _NAME = re.compile(r"%[\w.\-]+")
 
@@ -156,7 +157,7 @@ def run(programs, patterns=None, max_candidates: int | None = None, verbose=True
                         row.examples_changed.add(name)
                         if time_runs:
                             try:
-                                base_t, cand_t = worker.time([base_text, text], name, runs=time_runs)
+                                base_t, cand_t = worker.time([base_text, text], name, TimingPolicy(runs=time_runs))
                                 row.ratios.append((name, cand_t.full / base_t.full))
                             except CandidateError as e:
                                 print(f"  {name} #{i} {label}: timing failed ({e})", file=sys.stderr)

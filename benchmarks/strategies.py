@@ -29,8 +29,9 @@ import time
 
 from shlo_env import examples, runtime
 from shlo_env.import_ import lower
-from shlo_env.search.runner import optimize_program
+from shlo_env.search.runner import SearchOptions, optimize_program
 from shlo_env.worker import Worker
+from shlo_env.timing import TimingPolicy
 
 DEFAULT = ["pick-first", "beam", "mcts", "cost-model", "random"]
 Found = collections.namedtuple("Found", "program passes")  # what a strategy's search returned
@@ -71,7 +72,7 @@ def final_timing(program, found: dict, runs: int, repeats: int = 3):
         ratios: dict[str, list[float]] = {fp: [] for fp in order}
         noises = []
         for _ in range(repeats):
-            timings = w.time_each(items, "t", runs=runs, warmup=3, min_seconds=1.0)
+            timings = w.time_each(items, "t", TimingPolicy(runs=runs, warmup=3, min_seconds=1.0))
             base = timings[0].full
             noises.append(abs(1.0 - timings[-1].full / base))
             for fp, t in zip(order, timings[1:-1]):
@@ -105,8 +106,8 @@ def main(argv=None) -> int:
         program = load()
         found, per = {}, {}
         for s in args.strategies:
-            r = optimize_program(program, strategy=s, budget_s=args.budget, passes=args.passes, seed=args.seed,
-                                 final_timing=False, cost=False)
+            r = optimize_program(program, SearchOptions(strategy=s, budget_s=args.budget, passes=args.passes,
+                                                        seed=args.seed, final_timing=False, cost=False))
             if r.status != "ok":
                 print(f"  {name} {s}: failed ({r.error})", file=sys.stderr)
                 continue

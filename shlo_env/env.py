@@ -32,8 +32,6 @@ import os
 import re
 from pathlib import Path
 
-import numpy as np
-
 from shlo_env import driver, observe, runtime
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import (  # noqa: F401  (program_state/program_from_state re-exported)
@@ -41,6 +39,9 @@ from shlo_env.import_ import (  # noqa: F401  (program_state/program_from_state 
 )
 from shlo_env.numerics import Numerics
 from shlo_env.patterns.base import resolve
+from shlo_env.runners import CandidateError, FailureKind, InProcess, Runner  # noqa: F401  (InProcess re-exported)
+from shlo_env.timing import QUICK, TimingPolicy
+from shlo_env.verify import Verifier
 
 
 class EnvError(RuntimeError):
@@ -93,69 +94,15 @@ def resolve_program(source, *args) -> tuple[Program, str | None]:
                     "arguments, a Program, a .mlir/.mlirbc path, module text, or a corpus URI")
 
 
-# --- pickling programs ------------------------------------------------------------------------
-
-# --- running in-process, with the worker's interface ------------------------------------------
-
-class InProcess:
-    """The `Worker` interface run in this process (`isolate=False`): faster, but a program that
-    aborts XLA takes the caller with it. Errors are raised as `CandidateError` all the same."""
-
-    def __init__(self):
-        self._inputs: dict[str, list[np.ndarray]] = {}
-
-    def set_inputs(self, key: str, arrays) -> None:
-        self._inputs[key] = [np.asarray(a) for a in arrays]
-
-    def _guard(self, fn):
-        from shlo_env.worker import CandidateError
-
-        try:
-            return fn()
-        except runtime.CompileError as e:
-            raise CandidateError("compile", str(e)) from e
-        except CandidateError:
-            raise
-        except Exception as e:  # noqa: BLE001 - reported like the worker does
-            raise CandidateError("run", f"{type(e).__name__}: {e}") from e
-
-    def run(self, text, input_key, disabled_passes=(), timeout_s=None):
-        return self._guard(lambda: runtime.execute(runtime.compile(text, disabled_passes), self._inputs[input_key]))
-
-    def reference(self, text, input_key, timeout_s=None, perturb_ulps=0.0):
-        return self._guard(lambda: runtime.reference_outputs(load(text), self._inputs[input_key], perturb_ulps))
-
-    def time(self, texts, input_key, runs=10, warmup=3, min_seconds=0.0, disabled_passes=(), timeout_s=None):
-        return self.time_each([(t, disabled_passes) for t in texts], input_key, runs, warmup, min_seconds)
-
-    def time_each(self, items, input_key, runs=10, warmup=3, min_seconds=0.0, timeout_s=None):
-        def go():
-            exes = [runtime.compile(t, passes) for t, passes in items]
-            return runtime.compare(exes, self._inputs[input_key], runs=runs, warmup=warmup,
-                                   min_seconds=min_seconds)
-        return self._guard(go)
-
-    def cost(self, text, disabled_passes=(), timeout_s=None):
-        return self._guard(lambda: runtime.cost_analysis(runtime.compile(text, disabled_passes)))
-
-    def optimized_hlo(self, text, disabled_passes=(), timeout_s=None):
-        return self._guard(lambda: runtime.optimized_hlo(runtime.compile(text, disabled_passes)))
-
-    def close(self) -> None:
-        pass
-
-
 # --- cost analysis without compiling ----------------------------------------------------------
 
 def hlo_cost(text: str) -> dict:
     """XLA's cost analysis of the program as written (no compile); see `runtime.hlo_cost`.
     Raises `CandidateError('compile', ...)` if XLA cannot convert the program."""
-    from shlo_env.worker import CandidateError
-
     try:
         return runtime.hlo_cost(text)
     except runtime.CompileError as e:
-        raise CandidateError("compile", str(e)) from e
+        raise CandidateError(FailureKind.COMPILE, str(e)) from e
 
 
 # --- results ----------------------------------------------------------------------------------
@@ -223,6 +170,7 @@ class Env:
         self._worker = worker
         self._own_worker = worker is None
         self._evaluator = None
+        self._verifier: Verifier | None = None
         self._baseline: dict[tuple, runtime.Timing] = {}
         self._costs: dict[str, dict] = {} if cost_cache is None else cost_cache
 
@@ -322,20 +270,20 @@ class Env:
         self.isolate = state["isolate"]
         self.num_random, self.seed, self.timeout_s = state["num_random"], state["seed"], state["timeout_s"]
         self.history = [Step(list(d), list(l), h) for d, l, h in state["history"]]
-        self._worker, self._own_worker, self._evaluator = None, True, None
+        self._worker, self._own_worker, self._evaluator, self._verifier = None, True, None, None
         self._baseline = dict(state["baseline"])
         self._costs = dict(state["costs"])
 
     # --- running --------------------------------------------------------------------------
 
     @property
-    def worker(self):
-        """The Worker (or InProcess runner) every compile and run goes through."""
+    def worker(self) -> Runner:
+        """The runner (a `Worker`, or `InProcess`) every compile and run goes through."""
         if self._worker is None:
             if self.isolate:
-                from shlo_env.worker import Worker, default_timeout
+                from shlo_env.worker import Worker
 
-                self._worker = Worker(timeout_s=self.timeout_s or default_timeout())
+                self._worker = Worker(timeout_s=self.timeout_s)  # None: SHLO_ENV_TIMEOUT_S
             else:
                 self._worker = InProcess()
             self._own_worker = True
@@ -353,33 +301,40 @@ class Env:
                                         seed=self.seed)
         return self._evaluator
 
+    def verifier(self) -> Verifier:
+        """The `Verifier` of this Env's original: its input sets and outputs, computed once.
+        On a worker shared with other Envs a fresh one is made for each use (it re-sends its
+        inputs), as for `evaluator()`."""
+        if self._verifier is None or not self._own_worker:
+            self._verifier = Verifier(self.original, self.worker, num_random=self.num_random, seed=self.seed)
+        return self._verifier
+
     def _timing_key(self) -> str:
-        self.evaluator()  # the input sets
         key = "env.timing"
-        self.worker.set_inputs(key, self._evaluator.inputs(0))
+        self.worker.set_inputs(key, self.verifier().sets[0])
         return key
 
-    def time(self, *programs: Program, runs: int = 10, warmup: int = 3) -> list[runtime.Timing]:
+    def time(self, *programs: Program, timing: TimingPolicy = QUICK) -> list[runtime.Timing]:
         """Time programs side by side (A, B, A, B, ...) on the original's first input set."""
         texts = [(driver.strip(p) if driver.list_alternatives(p) else p).text() for p in programs]
-        return self.worker.time(texts, self._timing_key(), runs=runs, warmup=warmup)
+        return self.worker.time(texts, self._timing_key(), timing)
 
     def evaluate(self, n: int = 10, warmup: int = 3) -> runtime.Timing:
         """T(current): full, async and compute timings, each the 10th percentile of `n` runs after
         `warmup` (compute is None where the backend reports no device time, e.g. CPU).
         Pending alternatives ops count as their originals."""
-        return self.time(self.program, runs=n, warmup=warmup)[0]
+        return self.time(self.program, timing=QUICK.with_(runs=n, warmup=warmup))[0]
 
     def baseline(self, n: int = 10, warmup: int = 3) -> runtime.Timing:
         """XLA's time for the original program (cached per (n, warmup))."""
         key = (n, warmup)
         if key not in self._baseline:
-            self._baseline[key] = self.time(self.original, runs=n, warmup=warmup)[0]
+            self._baseline[key] = self.time(self.original, timing=QUICK.with_(runs=n, warmup=warmup))[0]
         return self._baseline[key]
 
     def speedup(self, n: int = 10, warmup: int = 3) -> float:
         """T(original) / T(current), timed side by side: > 1 means the current program is faster."""
-        base, cur = self.time(self.original, self.program, runs=n, warmup=warmup)
+        base, cur = self.time(self.original, self.program, timing=QUICK.with_(runs=n, warmup=warmup))
         return base.full / cur.full
 
     def cost(self, program: Program | None = None, *, optimized: bool = True) -> dict:
@@ -401,36 +356,35 @@ class Env:
         established: EXACT when bitwise equal, else REASSOCIATE (judged against a float64
         reference) or APPROX for programs that claim it. With `tier`, the check passes only
         if the established tier is at least that strict."""
-        from shlo_env.search.evaluator import Evaluator
-
         candidate = self.current().clone()
         if tier is not None and Numerics.parse(tier) > Numerics(candidate.numerics):
             candidate.numerics = Numerics.parse(tier)  # allow a looser comparison if asked
-        reference_program = self.original if other is None else (
-            other.current() if isinstance(other, Env) else other)
+        claimed = Numerics(candidate.numerics)
         if other is None:
-            evaluator = self.evaluator()
-        else:  # a fresh Evaluator: its cache (by DAG hash) knows nothing of another reference
-            evaluator = Evaluator(reference_program, worker=self.worker, num_random=self.num_random,
-                                  seed=self.seed)
-        ev = evaluator.verify_only(candidate)
-        cmp = ev.comparison
-        n = evaluator.num_input_sets
-        established = ev.verified if ev.ok else Numerics(candidate.numerics)
-        if ev.ok and (tier is None or established <= Numerics.parse(tier)):
-            return Equivalence(True, established, cmp.max_error if cmp else 0.0, cmp.bound if cmp else 0.0,
-                               "", n, cmp.describe() if cmp else "")
-        detail = ev.error or (cmp.detail if cmp else "")
-        if ev.ok:
+            verifier = self.verifier()
+        else:  # a fresh Verifier: the outputs it keeps are the original's, not another program's
+            reference_program = other.current() if isinstance(other, Env) else other
+            verifier = Verifier(reference_program, self.worker, num_random=self.num_random, seed=self.seed)
+        n = verifier.num_input_sets
+        try:
+            cmp = verifier.check(candidate.text(), (), claimed)
+        except CandidateError as e:
+            return Equivalence(False, Numerics.parse(tier) if tier is not None else claimed, float("nan"),
+                               float("nan"), str(e), n)
+        established = cmp.tier if cmp.ok else claimed
+        if cmp.ok and (tier is None or established <= Numerics.parse(tier)):
+            return Equivalence(True, established, cmp.max_error, cmp.bound, "", n, cmp.describe())
+        detail = f"mismatch: {cmp.detail}"
+        if cmp.ok:
             detail = f"equal only within {established.name}, not {Numerics.parse(tier).name}"
         return Equivalence(False, Numerics.parse(tier) if tier is not None else established,
-                           cmp.max_error if cmp else float("nan"), cmp.bound if cmp else float("nan"), detail, n)
+                           cmp.max_error, cmp.bound, detail, n)
 
     def close(self) -> None:
         """Stop the worker (if this Env started it). The Env stays usable: it restarts one."""
         if self._worker is not None and self._own_worker:
             self._worker.close()
-        self._worker, self._evaluator = None, None
+        self._worker, self._evaluator, self._verifier = None, None, None
 
     def __enter__(self) -> "Env":
         return self

@@ -82,6 +82,7 @@ from shlo_env.gym_rewards import REWARDS, Reward, make_reward
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
 from shlo_env.replay import EpisodeRecord
+from shlo_env.timing import TimingPolicy
 from shlo_env.worker import CandidateError
 
 ENV_ID = gym_registration.ENV_ID
@@ -127,6 +128,10 @@ class Config:
         if cfg.max_choices < 2 or cfg.max_alternatives < 1 or cfg.max_nodes < 1 or cfg.max_edges < 1:
             raise ValueError("max_choices >= 2 and max_alternatives, max_nodes, max_edges >= 1 are needed")
         return cfg
+
+    def timing(self) -> TimingPolicy:
+        """How the "runtime" and "baseline" rewards time a program."""
+        return TimingPolicy(self.timing_runs, self.timing_warmup)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)

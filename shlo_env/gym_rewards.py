@@ -80,7 +80,7 @@ class RuntimeReward(_TimedReward):
     name = "runtime"
 
     def update(self, env: RewriteEnv, prev: Program, new: Program, decisions: list[int]) -> float:
-        t_prev, t_new = env.episode.time(prev, new, runs=env.config.timing_runs, warmup=env.config.timing_warmup)
+        t_prev, t_new = env.episode.time(prev, new, timing=env.config.timing())
         return float((t_prev.full - t_new.full) / self.t0)
 
 
@@ -96,7 +96,7 @@ class BaselineReward(_TimedReward):
 
     def episode_end(self, env: RewriteEnv) -> float | None:
         c = env.config
-        base, final = env.episode.time(env.episode.original, env.program, runs=c.timing_runs, warmup=c.timing_warmup)
+        base, final = env.episode.time(env.episode.original, env.program, timing=c.timing())
         return float(base.full / final.full - 1.0)
 
 

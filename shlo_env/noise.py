@@ -93,7 +93,7 @@ def measure(programs: list[tuple[str, Program]], *, repeats: int = 20, quantile:
             ratios, best = [], math.inf
             try:
                 for _ in range(repeats):
-                    a, b = w.time([text, text], "noise", timing.runs, timing.warmup, timing.min_seconds)
+                    a, b = w.time([text, text], "noise", timing)
                     ratios.append(b.full / a.full)
                     best = min(best, a.full, b.full)
                     if bar is not None:

@@ -15,12 +15,14 @@ with the caller's options: the rewrites stay, the disabled passes do not.)
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -32,39 +34,32 @@ from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program, lower, parse_module
 from shlo_env.numerics import SENSITIVITY_ULPS, Numerics, verify
 from shlo_env.search import passes as pass_actions
-from shlo_env.search.runner import optimize_program
+from shlo_env.search.runner import SearchOptions, SearchSummary, optimize_program
+from shlo_env.timing import SEARCH, TimingPolicy
 
 
 @dataclasses.dataclass
-class Report:
-    """What `optimize` did. Times are seconds (T: 10th percentile of the runs, see runtime); ratio = optimized / jax.jit
-    of those, median_ratio = the median of the per-call ratios; a rewrite is kept only when both clear the threshold."""
+class Report(SearchSummary):
+    """What `optimize` did: the search's summary (`SearchSummary`, shared with the program-level
+    `ProgramResult`) and the in-process check. Times are seconds (T: 10th percentile of the
+    runs, see runtime); ratio = optimized / jax.jit of those, median_ratio = the median of the
+    per-call ratios; a rewrite is kept only when both clear the threshold."""
 
-    name: str
-    strategy: str
     baseline_s: float = float("nan")
     optimized_s: float = float("nan")
     ratio: float = 1.0
     median_ratio: float = float("nan")  # median per-call ratio of the same interleaved runs
-    applied: tuple[str, ...] = ()
-    numerics: str = "EXACT"
     verification: str = ""
-    returned_original: bool = True
-    reason: str = ""
-    candidates_evaluated: int = 0
-    cache_hits: int = 0
-    failures: dict = dataclasses.field(default_factory=dict)
-    noise: float = float("nan")
-    threshold: float = float("nan")
-    search_s: float = 0.0
-    total_s: float = 0.0
-    original_hash: str = ""
     optimized_hash: str = ""
-    disabled_passes: tuple[str, ...] = ()  # XLA passes the returned callable compiles without
     pass_actions: tuple[str, ...] = ()  # passes the search was allowed to disable
-    decision_space: int = 1  # decision vectors at the root (pass toggles included)
-    strategy_info: dict = dataclasses.field(default_factory=dict)
     cache: str = ""  # "hit" (taken from the persistent cache), "stored" (searched, then stored), "" (off)
+
+    @classmethod
+    def from_result(cls, res: SearchSummary, **fields) -> "Report":
+        """The report of a program-level search: its `SearchSummary` fields (containers
+        copied), plus `fields`."""
+        shared = {f.name: copy.copy(getattr(res, f.name)) for f in dataclasses.fields(SearchSummary)}
+        return cls(**{**shared, **fields})
 
     @property
     def hit_rate(self) -> float:
@@ -187,8 +182,7 @@ def exported_callable(fn: Callable, args: Sequence, program: Program,
     return jax.jit(call)
 
 
-def callable_samples(fns: Sequence[Callable], args: Sequence, runs: int = 10, warmup: int = 3,
-                     min_seconds: float = 0.2) -> list[list[float]]:
+def callable_samples(fns: Sequence[Callable], args: Sequence, timing: TimingPolicy = SEARCH) -> list[list[float]]:
     """Wall times of each callable's runs (outputs awaited), interleaved (A, B, A, B, ...), as
     `runtime.compare` times executables."""
     def once(f):
@@ -199,14 +193,13 @@ def callable_samples(fns: Sequence[Callable], args: Sequence, runs: int = 10, wa
             return elapsed, elapsed
         return run
 
-    samples = runtime.interleave([once(f) for f in fns], runs, warmup, min_seconds)
+    samples = runtime.interleave([once(f) for f in fns], timing)
     return [[full for full, _ in s] for s in samples]
 
 
-def time_callables(fns: Sequence[Callable], args: Sequence, runs: int = 10, warmup: int = 3,
-                   min_seconds: float = 0.2) -> list[float]:
+def time_callables(fns: Sequence[Callable], args: Sequence, timing: TimingPolicy = SEARCH) -> list[float]:
     """T of each callable (10th percentile of its interleaved wall times)."""
-    return [runtime.typical(s) for s in callable_samples(fns, args, runs, warmup, min_seconds)]
+    return [runtime.typical(s) for s in callable_samples(fns, args, timing)]
 
 
 def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_s: float = 120.0,
@@ -222,9 +215,9 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
       patterns: Pattern classes/instances/names (default: every value-preserving pattern).
       strategy: a name from `shlo_env.search.strategies()`, or "auto" (by decision-space size:
         exhaustive when small, beam search, factorized MCTS when large).
-      budget_s: wall-clock budget for the whole call (search, confirmation, final check); the
-        search gets about three quarters of it and a compile or run still going near the end
-        is abandoned.
+      budget_s: wall-clock budget for the whole call (search, confirmation, final check),
+        split as `shlo_env.timing.Budget` says; a compile or run still going at the search's
+        hard deadline is abandoned.
       num_random: seeded random input sets used to verify candidates, besides `args`.
       min_gain: the smallest speedup worth taking (raised to twice the measured noise).
       progress: show a live line (best ratio, candidates evaluated, cache hits) on stderr.
@@ -243,6 +236,12 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
     """
     t0 = time.perf_counter()
     name = name or getattr(fn, "__name__", "fn")
+    options = SearchOptions(patterns=patterns, strategy=strategy, strategy_options=strategy_options,
+                            budget_s=budget_s, max_steps=max_steps, num_random=num_random, seed=seed,
+                            min_gain=min_gain, timeout_s=timeout_s, passes=passes, xla_options=xla_options,
+                            name=name,
+                            # the callable is checked and timed here, in this process (`_finish`)
+                            final_timing=False, cost=False)
     jitted = jax.jit(fn)
     program = lower(fn, *args, name=name)
     store = search_cache.open_cache(cache)
@@ -258,12 +257,8 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
             hit = _from_cache(fn, args, jitted, program, entry, name, t0)
             if hit is not None:
                 return hit
-    opt, searched = _search(fn, args, jitted, program, name, t0, patterns=patterns, strategy=strategy,
-                            budget_s=budget_s, max_steps=max_steps, num_random=num_random, seed=seed,
-                            min_gain=min_gain, progress=bool(progress), timeout_s=timeout_s, passes=passes,
-                            xla_options=xla_options,
-                            strategy_options=strategy_options)
-    if store is not None and searched:
+    opt, searched = _search(fn, args, jitted, program, t0, options, progress=bool(progress))
+    if key is not None and store is not None and searched:
         try:
             store.put(_cache_entry(key, opt))
             opt.report.cache = "stored"
@@ -273,29 +268,23 @@ def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_
     return opt
 
 
-def _search(fn, args, jitted, program, name, t0, *, strategy, passes, xla_options, **options) -> tuple[OptimizedFunction, bool]:
+def _search(fn, args, jitted, program, t0, options: SearchOptions, progress: bool) -> tuple[OptimizedFunction, bool]:
     """The search proper; also says whether its outcome may be cached (the original ran)."""
-    report = Report(name=name, strategy=str(strategy))
-    report.pass_actions = pass_actions.resolve(passes) + option_actions.resolve(xla_options)
+    # The search, confirmation and verification are the program-level search; the rest of the
+    # budget (`Budget.hard` onwards, see shlo_env.timing) builds the callable and checks it here.
+    res = optimize_program(program, options, progress=progress)
+    report = Report.from_result(
+        res, baseline_s=res.baseline.get("full", float("nan")),
+        pass_actions=pass_actions.resolve(options.passes) + option_actions.resolve(options.xla_options))
 
     def keep_original(reason: str) -> OptimizedFunction:
         report.returned_original = True
         report.reason = reason
         report.ratio = 1.0
-        report.disabled_passes = ()
+        report.applied, report.disabled_passes, report.numerics = (), (), "EXACT"
         report.total_s = time.perf_counter() - t0
         return OptimizedFunction(fn, jitted, report, None, program)
 
-    # The search, confirmation and verification are the program-level search; the rest of the
-    # budget (about 15%) builds the callable and checks it in this process.
-    res = optimize_program(program, strategy=strategy, passes=passes, xla_options=xla_options,
-                           final_timing=False, cost=False, name=name, **options)
-    report.original_hash = res.original_hash
-    report.strategy, report.noise, report.threshold = res.strategy, res.noise, res.threshold
-    report.decision_space, report.strategy_info, report.search_s = res.decision_space, res.strategy_info, res.search_s
-    report.candidates_evaluated, report.cache_hits = res.candidates_evaluated, res.cache_hits
-    report.failures = dict(res.failures)
-    report.baseline_s = res.baseline.get("full", float("nan"))
     if res.status != "ok":
         return keep_original(res.error), False
     if res.returned_original:
@@ -320,7 +309,7 @@ def _cache_entry(key: dict, opt: OptimizedFunction) -> search_cache.Entry:
 
 def _report_from(stored: dict, name: str) -> Report:
     fields = {f.name: f for f in dataclasses.fields(Report)}
-    values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in stored.items() if k in fields}
+    values: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in stored.items() if k in fields}
     report = Report(**{**values, "name": name})
     report.cache, report.candidates_evaluated, report.cache_hits, report.failures = "hit", 0, 0, {}
     report.search_s = 0.0

@@ -112,7 +112,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from shlo_env.search import strategies
-    from shlo_env.search.runner import optimize_program
+    from shlo_env.search.runner import SearchOptions, optimize_program
 
     def fail(message: str) -> int:
         print(f"shlo-env optimize: error: {message}", file=sys.stderr)
@@ -136,9 +136,9 @@ def run(args: argparse.Namespace) -> int:
             resolve(patterns)
     except (ProgramError, KeyError) as e:
         return fail(str(e).strip("'\""))
-    res = optimize_program(program, patterns=patterns, strategy=args.strategy, budget_s=args.budget,
-                           passes=args.passes, seed=args.seed, timeout_s=args.timeout,
-                           progress=args.progress, name=program.name)
+    res = optimize_program(program, SearchOptions(patterns=patterns, strategy=args.strategy, budget_s=args.budget,
+                                                  passes=args.passes, seed=args.seed, timeout_s=args.timeout,
+                                                  name=program.name), progress=args.progress)
     if res.status != "ok" or res.program is None:
         return fail(res.error or "the search returned no program")
     try:

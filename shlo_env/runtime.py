@@ -5,8 +5,9 @@ programs compared side by side in one process (A, B, A, B, ...). Each run record
 timings: `full` (host wall clock around execute until the outputs are ready), `async` (until
 execute returns: the dispatch), and `compute` (device time, where the backend reports it; None
 on CPU). T(G) is the 10th percentile of the runs, not the paper's minimum: fast programs get
-more runs (up to `min_seconds` of measuring), and on a shared machine the minimum of a 60 us
-program moved by +-20% between identical measurements while the 10th percentile moved by +-3%.
+more runs (up to `min_seconds` of measuring: `shlo_env.timing.TimingPolicy`), and on a shared
+machine the minimum of a 60 us program moved by +-20% between identical measurements while the
+10th percentile moved by +-3%.
 With the 10 runs a slow program gets, the 10th percentile is the minimum (up to interpolation).
 
 Running untrusted or rewritten programs in-process can abort the interpreter (XLA aborts on
@@ -20,6 +21,7 @@ import functools
 import re
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import ml_dtypes
@@ -28,6 +30,7 @@ import xxhash
 
 from shlo_env import _jax_compat, xla_options
 from shlo_env.import_ import Program
+from shlo_env.timing import QUICK, TimingPolicy
 
 
 class CompileError(RuntimeError):
@@ -58,7 +61,7 @@ class Timing:
 
 @dataclasses.dataclass
 class Executable:
-    loaded: object  # the PJRT LoadedExecutable
+    loaded: Any  # the PJRT LoadedExecutable (jaxlib ships no type for it)
     text_hash: str
 
     def cost(self) -> dict:
@@ -136,34 +139,32 @@ def median_ratio(base: Sequence[float], cand: Sequence[float]) -> float:
     return float(np.median(np.asarray(cand[:n]) / np.asarray(base[:n])))
 
 
-def interleave(runs_once: Sequence, runs: int = 10, warmup: int = 3, min_seconds: float = 0.0,
-               max_rounds: int | None = None) -> list[list[tuple[float, float]]]:
-    """Call each of `runs_once` in turn (A, B, A, B, ...): `warmup` rounds, then at least
-    `runs` rounds and more until `min_seconds` have passed (at most `max_rounds`, default
-    100 x runs). Each call returns (full, async) seconds; returns them per callable."""
-    max_rounds = max_rounds or 100 * runs
-    for _ in range(warmup):
+def interleave(runs_once: Sequence, timing: TimingPolicy = QUICK) -> list[list[tuple[float, float]]]:
+    """Call each of `runs_once` in turn (A, B, A, B, ...) as `timing` says: `warmup` rounds,
+    then at least `runs` rounds and more until `min_seconds` have passed (at most `max_rounds`,
+    default 100 x runs). Each call returns (full, async) seconds; returns them per callable."""
+    max_rounds = timing.max_rounds or 100 * timing.runs
+    for _ in range(timing.warmup):
         for f in runs_once:
             f()
     samples: list[list[tuple[float, float]]] = [[] for _ in runs_once]
     start, rounds = time.perf_counter(), 0
-    while rounds < runs or (time.perf_counter() - start < min_seconds and rounds < max_rounds):
+    while rounds < timing.runs or (time.perf_counter() - start < timing.min_seconds and rounds < max_rounds):
         for i, f in enumerate(runs_once):
             samples[i].append(f())
         rounds += 1
     return samples
 
 
-def measure(exe: Executable, inputs: Sequence, runs: int = 10, warmup: int = 3) -> Timing:
+def measure(exe: Executable, inputs: Sequence, timing: TimingPolicy = QUICK) -> Timing:
     """T(G) of one executable: see the module docstring."""
-    return compare([exe], inputs, runs=runs, warmup=warmup)[0]
+    return compare([exe], inputs, timing)[0]
 
 
-def compare(exes: Sequence[Executable], inputs: Sequence, runs: int = 10, warmup: int = 3,
-            min_seconds: float = 0.0) -> list[Timing]:
+def compare(exes: Sequence[Executable], inputs: Sequence, timing: TimingPolicy = QUICK) -> list[Timing]:
     """Time several executables side by side, interleaved (A, B, A, B, ...), on the same inputs."""
     args = list(inputs) if inputs and isinstance(inputs[0], jax.Array) else to_device(inputs)
-    per_exe = interleave([lambda e=e: _run_once(e, args) for e in exes], runs, warmup, min_seconds)
+    per_exe = interleave([lambda e=e: _run_once(e, args) for e in exes], timing)
     out = []
     for samples in per_exe:
         full, disp = [f for f, _ in samples], [a for _, a in samples]

@@ -13,73 +13,45 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
+from typing import Any
 
 import numpy as np
 
-
-class CandidateError(RuntimeError):
-    """A candidate could not be evaluated: kind is 'compile', 'run', 'crash' or 'timeout'."""
-
-    def __init__(self, kind: str, message: str):
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
-        self.message = message
+from shlo_env.runners import COMMANDS, CandidateError, FailureKind, InProcess
+from shlo_env.runtime import Timing
+from shlo_env.timing import QUICK, TimingPolicy, default_timeout  # noqa: F401  (re-exported)
 
 
 def serve(conn) -> None:
-    """The child's loop: answer requests until told to exit or the pipe closes."""
-    from shlo_env import runtime
-
-    inputs: dict[str, list] = {}
+    """The child's loop: answer requests until told to exit or the pipe closes. A request is
+    (command, keyword arguments), answered by the `InProcess` method of that name."""
+    runner = InProcess()
     while True:
         try:
-            cmd, args = conn.recv()
+            cmd, kwargs = conn.recv()
         except (EOFError, KeyboardInterrupt):
             return
+        if cmd == "exit":
+            conn.send(("ok", None))
+            return
         try:
-            if cmd == "inputs":
-                key, arrays = args
-                inputs[key] = (runtime.to_device(arrays), arrays)
-                result = None
-            elif cmd == "run":
-                text, key, passes = args
-                result = runtime.execute(runtime.compile(text, passes), inputs[key][0])
-            elif cmd == "reference":
-                from shlo_env.import_ import load
-
-                text, key, perturb_ulps = args
-                result = runtime.reference_outputs(load(text), inputs[key][1], perturb_ulps)
-            elif cmd == "time":
-                # side by side, each program compiled with its own disabled XLA passes
-                items, key, runs, warmup, min_seconds = args
-                exes = [runtime.compile(t, passes) for t, passes in items]
-                result = runtime.compare(exes, inputs[key][0], runs=runs, warmup=warmup,
-                                         min_seconds=min_seconds)
-            elif cmd == "cost":
-                text, passes = args
-                result = runtime.cost_analysis(runtime.compile(text, passes))
-            elif cmd == "hlo":
-                text, passes = args
-                result = runtime.optimized_hlo(runtime.compile(text, passes))
-            elif cmd == "exit":
-                conn.send(("ok", None))
-                return
-            else:
+            if cmd not in COMMANDS:
                 raise ValueError(f"unknown worker command {cmd!r}")
-            conn.send(("ok", result))
-        except runtime.CompileError as e:
-            conn.send(("error", ("compile", str(e))))
+            conn.send(("ok", getattr(runner, cmd)(**kwargs)))
+        except CandidateError as e:
+            conn.send(("error", (e.kind.value, e.message)))
         except Exception as e:  # noqa: BLE001 - reported to the parent, never fatal here
-            conn.send(("error", ("run", f"{type(e).__name__}: {e}")))
+            conn.send(("error", (FailureKind.RUN.value, f"{type(e).__name__}: {e}")))
 
 
 class Worker:
-    """A restartable child process; use as a context manager or call `close()`."""
+    """A `Runner` (see `shlo_env.runners`) whose requests run in a restartable child process;
+    use as a context manager or call `close()`. `timeout_s` defaults to `SHLO_ENV_TIMEOUT_S`."""
 
-    def __init__(self, timeout_s: float = 300.0):
-        self.timeout_s = timeout_s
-        self._proc = None
-        self._conn = None
+    def __init__(self, timeout_s: float | None = None):
+        self.timeout_s: float = timeout_s if timeout_s is not None else default_timeout()
+        self._proc: subprocess.Popen | None = None
+        self._conn: Connection | None = None
         self._inputs: dict[str, list[np.ndarray]] = {}
         self._sent: set[str] = set()
         self._starts = 0
@@ -110,9 +82,9 @@ class Worker:
         self._sent = set()
 
     def close(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
+        if self._proc is not None and self._proc.poll() is None and self._conn is not None:
             try:
-                self._conn.send(("exit", ()))
+                self._conn.send(("exit", {}))
                 if self._conn.poll(5):
                     self._conn.recv()
             except (OSError, EOFError, BrokenPipeError):
@@ -131,28 +103,31 @@ class Worker:
         except Exception:  # noqa: BLE001
             pass
 
-    # --- protocol -------------------------------------------------------------------------
+    # --- requests -------------------------------------------------------------------------
 
-    def _call(self, cmd: str, args: tuple, input_key: str | None = None, timeout_s: float | None = None):
+    def _call(self, cmd: str, needs: str | None, timeout_s: float | None, /, **kwargs: Any) -> Any:
+        """Send one request (first the input set it `needs`, if the child does not have it yet)."""
         self._ensure()
-        if input_key is not None and input_key not in self._sent:
-            if input_key not in self._inputs:
-                raise KeyError(f"no input set {input_key!r}; call set_inputs first")
-            self._request("inputs", (input_key, self._inputs[input_key]), self.timeout_s)
-            self._sent.add(input_key)
-        return self._request(cmd, args, timeout_s or self.timeout_s)
+        if needs is not None and needs not in self._sent:
+            if needs not in self._inputs:
+                raise KeyError(f"no input set {needs!r}; call set_inputs first")
+            self._request("set_inputs", {"key": needs, "arrays": self._inputs[needs]}, self.timeout_s)
+            self._sent.add(needs)
+        return self._request(cmd, kwargs, timeout_s or self.timeout_s)
 
-    def _request(self, cmd: str, args: tuple, timeout_s: float):
+    def _request(self, cmd: str, kwargs: dict, timeout_s: float) -> Any:
+        conn = self._conn
+        assert conn is not None, "_ensure starts the child first"
         try:
-            self._conn.send((cmd, args))
-            ready = self._conn.poll(timeout_s)
+            conn.send((cmd, kwargs))
+            ready = conn.poll(timeout_s)
         except (BrokenPipeError, OSError, EOFError):
             ready = True  # fall through to recv, which reports the crash
         if not ready:
             self._kill()
-            raise CandidateError("timeout", f"no answer within {timeout_s:.0f} s (worker restarted)")
+            raise CandidateError(FailureKind.TIMEOUT, f"no answer within {timeout_s:.0f} s (worker restarted)")
         try:
-            status, payload = self._conn.recv()
+            status, payload = conn.recv()
         except (EOFError, OSError):
             code = None
             if self._proc is not None:
@@ -161,13 +136,13 @@ class Worker:
                 except subprocess.TimeoutExpired:
                     pass
             self._kill()
-            raise CandidateError("crash", f"worker process died (exit code {code})") from None
+            raise CandidateError(FailureKind.CRASH, f"worker process died (exit code {code})") from None
         if status == "error":
             kind, message = payload
             raise CandidateError(kind, message)
         return payload
 
-    # --- commands -------------------------------------------------------------------------
+    # --- the Runner protocol (see shlo_env.runners for what each request does) ----------------
 
     def set_inputs(self, key: str, arrays: Sequence[np.ndarray]) -> None:
         self._inputs[key] = [np.asarray(a) for a in arrays]
@@ -175,30 +150,28 @@ class Worker:
 
     def run(self, text: str, input_key: str, disabled_passes: Sequence[str] = (),
             timeout_s: float | None = None) -> list[np.ndarray]:
-        return self._call("run", (text, input_key, tuple(disabled_passes)), input_key, timeout_s)
+        return self._call("run", input_key, timeout_s, text=text, input_key=input_key,
+                          disabled_passes=tuple(disabled_passes))
 
-    def reference(self, text: str, input_key: str, timeout_s: float | None = None, perturb_ulps: float = 0.0):
-        """float64 reference outputs of `text` (None if it cannot be widened), optionally on
-        inputs moved by `perturb_ulps` ulps (the sensitivity used by the REASSOCIATE tier)."""
-        return self._call("reference", (text, input_key, perturb_ulps), input_key, timeout_s)
+    def reference(self, text: str, input_key: str, timeout_s: float | None = None,
+                  perturb_ulps: float = 0.0) -> list[np.ndarray] | None:
+        return self._call("reference", input_key, timeout_s, text=text, input_key=input_key,
+                          perturb_ulps=perturb_ulps)
 
-    def time(self, texts: Sequence[str], input_key: str, runs: int = 10, warmup: int = 3,
-             min_seconds: float = 0.0, disabled_passes: Sequence[str] = (), timeout_s: float | None = None):
-        """Time programs side by side (A, B, A, B, ...); see `runtime.compare`."""
-        return self.time_each([(t, disabled_passes) for t in texts], input_key, runs, warmup, min_seconds,
-                              timeout_s)
+    def time(self, texts: Sequence[str], input_key: str, timing: TimingPolicy = QUICK,
+             disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> list[Timing]:
+        return self.time_each([(t, disabled_passes) for t in texts], input_key, timing, timeout_s)
 
-    def time_each(self, items: Sequence[tuple[str, Sequence[str]]], input_key: str, runs: int = 10,
-                  warmup: int = 3, min_seconds: float = 0.0, timeout_s: float | None = None):
-        """Like `time`, with each program's own disabled XLA passes: items are (text, passes)."""
-        items = [(t, tuple(p)) for t, p in items]
-        return self._call("time", (items, input_key, runs, warmup, min_seconds), input_key, timeout_s)
+    def time_each(self, items: Sequence[tuple[str, Sequence[str]]], input_key: str,
+                  timing: TimingPolicy = QUICK, timeout_s: float | None = None) -> list[Timing]:
+        return self._call("time_each", input_key, timeout_s, items=[(t, tuple(p)) for t, p in items],
+                          input_key=input_key, timing=timing)
 
     def cost(self, text: str, disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> dict:
-        return self._call("cost", (text, tuple(disabled_passes)), None, timeout_s)
+        return self._call("cost", None, timeout_s, text=text, disabled_passes=tuple(disabled_passes))
 
     def optimized_hlo(self, text: str, disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> str:
-        return self._call("hlo", (text, tuple(disabled_passes)), None, timeout_s)
+        return self._call("optimized_hlo", None, timeout_s, text=text, disabled_passes=tuple(disabled_passes))
 
     @property
     def restarts(self) -> int:
@@ -210,6 +183,4 @@ class Worker:
         return self._proc.pid if self._proc is not None else None
 
 
-def default_timeout() -> float:
-    return float(os.environ.get("SHLO_ENV_TIMEOUT_S", "300"))
-
+__all__ = ["CandidateError", "FailureKind", "Worker", "default_timeout", "serve"]

@@ -3,6 +3,7 @@ import pytest
 
 import shlo_env as se
 from shlo_env import runtime
+from shlo_env.timing import TimingPolicy
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def test_compile_error_is_reported():
 
 def test_measure_takes_a_low_percentile_of_at_least_ten_runs(chain):
     p, args = chain
-    t = runtime.measure(runtime.compile(p), args, runs=10, warmup=3)
+    t = runtime.measure(runtime.compile(p), args, TimingPolicy(runs=10, warmup=3))
     assert t.runs >= 10 and len(t.samples) == t.runs
     assert t.full == np.percentile(t.samples, 10) and t.minimum == min(t.samples) <= t.full
     assert 0 < t.async_ <= t.full
@@ -40,7 +41,7 @@ def test_measure_takes_a_low_percentile_of_at_least_ten_runs(chain):
 def test_fast_programs_get_more_runs_within_min_seconds(chain):
     p, args = chain
     fast = se.apply(se.augment(p, ["reassociate_left_to_right"]), [1])
-    (t,) = runtime.compare([runtime.compile(fast)], args, runs=10, min_seconds=0.2)
+    (t,) = runtime.compare([runtime.compile(fast)], args, TimingPolicy(runs=10, min_seconds=0.2))
     assert 10 < t.runs <= 1000
     assert t.compute is None or t.compute > 0
 
@@ -52,7 +53,7 @@ def test_compare_interleaves_and_sees_the_difference():
     args = [rng.standard_normal(s).astype(np.float32) for s in [(512, 512), (512, 512), (512, 1)]]
     p = se.lower(lambda a, b, v: (a @ b) @ v, *args)
     fast = se.apply(se.augment(p, ["reassociate_left_to_right"]), [1])
-    a, b = runtime.compare([runtime.compile(p), runtime.compile(fast)], args, runs=10)
+    a, b = runtime.compare([runtime.compile(p), runtime.compile(fast)], args, TimingPolicy(runs=10))
     assert a.runs == b.runs
     assert b.full < a.full
 

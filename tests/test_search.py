@@ -31,6 +31,7 @@ from shlo_env.search.beam import pruned
 from shlo_env.search.cost_model import roofline
 from shlo_env.search.mcts import C1, C2, FactorizedMCTS, decayed_budgets, ucb_scores
 from shlo_env.search.passes import candidate_passes, normalize, resolve as resolve_passes, state_key
+from shlo_env.timing import QUICK
 from shlo_env.worker import CandidateError
 
 
@@ -75,14 +76,14 @@ class ModelWorker:
     def _timing(self, t):
         return runtime.Timing(t, t, None, 10)
 
-    def time(self, texts, input_key, runs=10, warmup=3, min_seconds=0.0, disabled_passes=(), timeout_s=None):
+    def time(self, texts, input_key, timing=QUICK, disabled_passes=(), timeout_s=None):
         if self.delay_s:
             time.sleep(self.delay_s)
         for t in texts[1:]:
             self.calls[("time", self._k(t), tuple(disabled_passes))] += 1
         return [self._timing(self.model(t, disabled_passes)) for t in texts]
 
-    def time_each(self, items, input_key, runs=10, warmup=3, min_seconds=0.0, timeout_s=None):
+    def time_each(self, items, input_key, timing=QUICK, timeout_s=None):
         if self.delay_s:
             time.sleep(self.delay_s)
         for t, p in items[1:]:

@@ -4,6 +4,7 @@ import time
 import numpy as np
 import pytest
 
+from shlo_env.timing import TimingPolicy
 from shlo_env.worker import CandidateError, Worker
 
 IDENTITY = """
@@ -36,7 +37,7 @@ def worker():
 
 def test_run_and_time(worker):
     np.testing.assert_array_equal(worker.run(IDENTITY, "a")[0], [2.0, 4.0])
-    a, b = worker.time([IDENTITY, IDENTITY], "a", runs=10)
+    a, b = worker.time([IDENTITY, IDENTITY], "a", TimingPolicy(runs=10))
     assert a.runs == b.runs >= 10
     assert worker.cost(IDENTITY)["flops"] >= 0
 
@@ -75,3 +76,56 @@ def test_a_crash_costs_one_candidate(worker):
 def test_unknown_input_set_is_a_clear_error(worker):
     with pytest.raises(KeyError, match="set_inputs"):
         worker.run(IDENTITY, "missing")
+
+
+def test_worker_inprocess_and_locked_worker_implement_the_runner_protocol():
+    import contextlib
+
+    from shlo_env.runners import FailureKind, InProcess, Runner
+    from shlo_env.search.runner import LockedWorker
+
+    w = Worker(timeout_s=5)  # not started: only its interface is checked
+    for runner in (w, InProcess(), LockedWorker(w, contextlib.nullcontext())):
+        assert isinstance(runner, Runner), type(runner).__name__
+    assert CandidateError("compile", "x").kind is FailureKind.COMPILE and str(CandidateError("run", "y")) == "run: y"
+    with pytest.raises(ValueError):
+        CandidateError("no such kind", "z")
+
+
+def test_inprocess_answers_like_the_worker(worker):
+    from shlo_env.runners import InProcess
+
+    local = InProcess()
+    local.set_inputs("a", [np.array([1.0, 2.0], np.float32)])
+    np.testing.assert_array_equal(local.run(IDENTITY, "a")[0], worker.run(IDENTITY, "a")[0])
+    for runner in (local, worker):
+        with pytest.raises(CandidateError) as e:
+            runner.run("not a module", "a")
+        assert e.value.kind == "compile"
+
+
+def test_shlo_env_timeout_s_is_honoured_wherever_a_worker_is_started(monkeypatch):
+    import shlo_env as se
+    from shlo_env.search.evaluator import Evaluator
+    from shlo_env.search.runner import SearchOptions, optimize_program
+
+    monkeypatch.setenv("SHLO_ENV_TIMEOUT_S", "7")
+    started = []
+
+    def no_child(self):  # record the timeout of each worker that would start, start none
+        started.append(self.timeout_s)
+        raise CandidateError("crash", "no child process in this test")
+
+    monkeypatch.setattr(Worker, "_ensure", no_child)
+    assert Worker().timeout_s == 7.0
+    program = se.lower(lambda x: x * 2.0, np.ones(4, np.float32))
+    with Evaluator(program, num_random=1) as ev:
+        assert ev.worker.timeout_s == 7.0
+    env = se.Env(program)
+    assert env.worker.timeout_s == 7.0
+    assert se.Env(program, timeout_s=3.0).worker.timeout_s == 3.0  # an explicit limit wins
+    res = optimize_program(program, SearchOptions(budget_s=5))
+    assert res.status == "error" and started == [7.0]
+    monkeypatch.setenv("SHLO_ENV_TIMEOUT_S", "soon")
+    with pytest.raises(ValueError, match="SHLO_ENV_TIMEOUT_S"):
+        Worker()

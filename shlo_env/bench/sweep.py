@@ -140,10 +140,10 @@ class _Plan:
 def _optimize_one(task: Task, worker, device_lock) -> dict:
     """The sweep's one call to the program-level search (an executor runs it, in any process):
     the result record of `optimize_program` for one (program, strategy)."""
-    from shlo_env.search.runner import optimize_program
+    from shlo_env.search.runner import SearchOptions, optimize_program
 
-    res = optimize_program(task.program, strategy=task.strategy, worker=worker, device_lock=device_lock,
-                           name=task.name, **task.options)
+    options = SearchOptions(strategy=task.strategy, name=task.name, **task.options)
+    res = optimize_program(task.program, options, worker=worker, device_lock=device_lock)
     return res.record()
 
 

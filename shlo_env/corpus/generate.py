@@ -40,6 +40,7 @@ from shlo_env import _jax_compat, runtime
 from shlo_env.corpus import CORPUS, DATA, SUBGRAPH_DATASETS, cache_clear
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
+from shlo_env.timing import QUICK, default_timeout
 from shlo_env.worker import CandidateError, Worker
 
 TARGETS = {"inst-10-20": 1150, "inst-20-40": 380}  # candidates to validate; >= 1000 / 300 must survive
@@ -86,7 +87,7 @@ def _validate(worker: Worker, text: str, specs, *, time_it: bool = False) -> tup
         worker.run(text, "x")
         ms = None
         if time_it:
-            ms = worker.time([text], "x", runs=10, warmup=3)[0].full * 1e3
+            ms = worker.time([text], "x", QUICK)[0].full * 1e3
         return None, ms
     except CandidateError as e:
         return f"{e.kind}: {e.message[:300]}", None
@@ -112,7 +113,7 @@ def generate_corpus(names: list[str] | None = None) -> dict:
     lib_versions = {lib: _version(lib) for lib in ("flax", "equinox", "optax")}
     entries, failures = [], {}
     start = time.perf_counter()
-    with Worker(timeout_s=300) as worker:
+    with Worker() as worker:  # SHLO_ENV_TIMEOUT_S (default 300 s)
         for name, spec in specs.items():
             if names and name not in names:
                 if name in old:
@@ -238,7 +239,7 @@ def generate_subgraphs(dataset: str, target: int, seed: int = 0) -> dict:
     kept: list = []
     failures = collections.Counter[str]()
     failure_examples: dict[str, str] = {}
-    with Worker(timeout_s=120) as worker:
+    with Worker(min(120.0, default_timeout())) as worker:  # a cut that hangs costs at most 2 minutes
         for n, (sg, h) in enumerate(found):
             text = sg.program.text()
             problem, _ = _validate(worker, text, sg.program.in_specs)

@@ -112,6 +112,7 @@ def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLi
     from shlo_env.hashing import dag_hash
     from shlo_env.results_db import ResultsDB, environment, now_iso
     from shlo_env.search.evaluator import Evaluator
+    from shlo_env.timing import SEARCH
     from shlo_env.worker import Worker
 
     if max_programs < 1:
@@ -140,7 +141,7 @@ def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLi
                     continue
                 counts["programs"] += 1
                 info = {"name": entry.name, "metadata": {"source": source_of(entry), **entry.metadata}}
-                with Evaluator(program, worker=worker, runs=runs, min_seconds=min_seconds, seed=seed) as ev:
+                with Evaluator(program, worker=worker, timing=SEARCH.with_(runs=runs, min_seconds=min_seconds), seed=seed) as ev:
                     cost_o = ev.cost(program)
                     for vec in todo:
                         if time.monotonic() > deadline:

@@ -1,4 +1,5 @@
-"""Evaluating candidate programs: verify against the original, then time side by side.
+"""Evaluating candidate programs: verify against the original (`shlo_env.verify`), then time
+side by side.
 
 One `Evaluator` serves a whole search. A state is a program plus the XLA passes disabled when
 compiling it (usually none); its cache key is (DAG hash, disabled passes), so a state reached
@@ -21,9 +22,11 @@ import numpy as np
 from shlo_env import runtime, xla_options
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
-from shlo_env.numerics import SENSITIVITY_ULPS, Comparison, Numerics, compare_outputs, verify
+from shlo_env.numerics import Comparison, Numerics
+from shlo_env.runners import CandidateError, FailureKind, Runner
 from shlo_env.search.passes import normalize, state_key
-from shlo_env.worker import CandidateError, Worker
+from shlo_env.timing import SEARCH, TimingPolicy
+from shlo_env.verify import Verifier
 
 
 @dataclasses.dataclass
@@ -37,7 +40,8 @@ class Evaluation:
     median_ratio: float = float("inf")  # median per-call ratio of the same interleaved runs
     time_s: float = float("nan")
     baseline_s: float = float("nan")
-    error: str = ""
+    error: str = ""  # "kind: message" for the user; `failure` is the kind
+    failure: FailureKind | None = None
     comparison: Comparison | None = None
     cost: dict | None = None
     passes: tuple[str, ...] = ()  # XLA passes disabled when compiling this state
@@ -131,14 +135,16 @@ class Evaluator:
     is not cached, so a budget is honored even when one compile is slow.
     """
 
-    def __init__(self, original: Program, *, worker: Worker | None = None, num_random: int = 3,
-                 seed: int = 0, runs: int = 10, warmup: int = 3, min_seconds: float = 0.2,
+    def __init__(self, original: Program, *, worker: Runner | None = None, num_random: int = 3,
+                 seed: int = 0, timing: TimingPolicy = SEARCH,
                  disabled_passes: tuple[str, ...] = (), hard_deadline: float | None = None,
                  reuse_executables: bool = True):
+        from shlo_env.worker import Worker
+
         self.original = original
-        self.worker = worker or Worker()
+        self.worker: Runner = worker if worker is not None else Worker()  # SHLO_ENV_TIMEOUT_S
         self._own_worker = worker is None
-        self.runs, self.warmup, self.min_seconds = runs, warmup, min_seconds
+        self.timing = timing
         self.disabled_passes = normalize(disabled_passes)
         self.hard_deadline = hard_deadline
         self.stats = EvaluatorStats()
@@ -148,16 +154,9 @@ class Evaluator:
         self.executables: dict[str, Evaluation] = {}  # fingerprint of optimized HLO -> timed state
         self._original_fingerprint_done = False
         self.baseline_text = original.text()
-        self._sets = runtime.input_sets(original, num_random, seed)
-        # Input sets live in the worker under these names; the prefix keeps two evaluators
-        # sharing one worker from replacing each other's sets.
-        prefix = f"{dag_hash(original)}-{seed}-{num_random}"
-        self._keys = [f"{prefix}/set{i}" for i in range(len(self._sets))]
-        for key, arrays in zip(self._keys, self._sets):
-            self.worker.set_inputs(key, arrays)
-        self._originals: list[list[np.ndarray]] | None = None
-        self._references: list | None = None
-        self._sensitivities: list | None = None
+        self.verifier = Verifier(original, self.worker, num_random=num_random, seed=seed,
+                                 disabled_passes=self.disabled_passes, timeout=self._timeout)
+        self._keys = self.verifier.keys
         self.baseline_s = float("nan")
         self.noise = float("nan")
         base = Evaluation(dag_hash(original), original, ok=True, ratio=1.0, median_ratio=1.0,
@@ -169,47 +168,33 @@ class Evaluator:
 
     @property
     def num_input_sets(self) -> int:
-        return len(self._sets)
+        return self.verifier.num_input_sets
 
     def inputs(self, i: int = 0) -> list[np.ndarray]:
         """Input set i (set 0 is the example args when the program has them)."""
-        return self._sets[i]
+        return self.verifier.sets[i]
 
     def _timeout(self) -> float | None:
         """Seconds a worker request may take: the worker's own limit, cut at the hard deadline."""
         if self.hard_deadline is None:
             return None
         left = self.hard_deadline - time.perf_counter()
-        return max(0.5, min(self.worker.timeout_s if hasattr(self.worker, "timeout_s") else left, left))
+        return max(0.5, min(self.worker.timeout_s or left, left))
 
     def _passes(self, passes: tuple[str, ...] = ()) -> tuple[str, ...]:
         return normalize(self.disabled_passes + tuple(passes))
 
     def originals(self) -> list[list[np.ndarray]]:
-        if self._originals is None:
-            self._originals = [self.worker.run(self.baseline_text, k, self.disabled_passes, timeout_s=self._timeout())
-                               for k in self._keys]
-        return self._originals
+        """The original's outputs on each input set (see `shlo_env.verify.Verifier`)."""
+        return self.verifier.originals()
 
     def references(self) -> list:
         """float64 outputs of the original on each input set (None where it cannot be widened)."""
-        if self._references is None:
-            self._references = [self.worker.reference(self.baseline_text, k, timeout_s=self._timeout())
-                                for k in self._keys]
-        return self._references
+        return self.verifier.references()
 
     def sensitivity(self, i: int):
-        """float64 outputs of the original on input set i moved by a few ulps: how much the
-        exact result itself moves under rounding-sized changes (see `shlo_env.numerics`)."""
-        if self._sensitivities is None:
-            self._sensitivities = [None] * len(self._keys)
-        if self._sensitivities[i] is None:
-            self._sensitivities[i] = self.worker.reference(self.baseline_text, self._keys[i], timeout_s=self._timeout(),
-                                                           perturb_ulps=SENSITIVITY_ULPS)
-        return self._sensitivities[i]
-
-    def sensitivities(self) -> list:
-        return [self.sensitivity(i) for i in range(len(self._keys))]
+        """float64 outputs of the original on input set i moved by a few ulps."""
+        return self.verifier.sensitivity(i)
 
     def measure_noise(self, repeats: int = 3, max_seconds: float | None = None) -> float:
         """Time the original against itself `repeats` times; the median of |1 - ratio| is the
@@ -217,13 +202,13 @@ class Evaluator:
         not set the threshold for the whole search; a lucky candidate is caught by the
         confirming re-time and the final in-process check instead). Stops repeating once
         `max_seconds` have passed (a slow program gets one measurement, not three)."""
-        ratios = []
+        ratios: list[float] = []
         start = time.perf_counter()
         for _ in range(repeats):
             if ratios and max_seconds is not None and time.perf_counter() - start > max_seconds:
                 break
-            a, b = self.worker.time([self.baseline_text, self.baseline_text], self._keys[0], self.runs,
-                                    self.warmup, self.min_seconds, self.disabled_passes, timeout_s=self._timeout())
+            a, b = self.worker.time([self.baseline_text, self.baseline_text], self._keys[0], self.timing,
+                                    self.disabled_passes, timeout_s=self._timeout())
             ratios.append(b.full / a.full)
             self.baseline_s = min(a.full, b.full) if np.isnan(self.baseline_s) else min(self.baseline_s, a.full, b.full)
         self.noise = float(np.median([abs(1.0 - r) for r in ratios]))
@@ -249,7 +234,7 @@ class Evaluator:
                 and cached.verified > max(Numerics(program.numerics), Numerics.REASSOCIATE):
             # Verified only within APPROX (reached before by an APPROX path): this path may not.
             self.stats.cache_hits += 1
-            return dataclasses.replace(cached, program=program, ok=False,
+            return dataclasses.replace(cached, program=program, ok=False, failure=FailureKind.MISMATCH,
                                        error=f"mismatch: within {cached.verified.name} only")
         if cached is not None and (not time_it or cached.timed or not cached.ok):
             self.stats.cache_hits += 1
@@ -257,27 +242,28 @@ class Evaluator:
         if cached is None:
             self.stats.evaluated += 1
             cached = self._verify(h, program, passes)
-            if cached.error.startswith("budget"):
+            if cached.failure is FailureKind.BUDGET:
                 return cached  # abandoned at the deadline: not the candidate's fault, not cached
             self.cache[key] = cached
         if cached.ok and time_it and not cached.timed:
             self._time(cached)
-            if cached.error.startswith("budget"):
-                cached.ok, cached.error = True, ""  # verified still; timing can be retried later
+            if cached.failure is FailureKind.BUDGET:
+                cached.ok, cached.error, cached.failure = True, "", None  # verified still; timing can be retried later
         return cached
 
     def verify_only(self, program: Program, passes=()) -> Evaluation:
         return self.evaluate(program, passes=passes, time_it=False)
 
-    def _fail(self, ev: Evaluation, kind: str, message: str) -> Evaluation:
-        ev.ok = False
+    def _fail(self, ev: Evaluation, kind: FailureKind, message: str) -> Evaluation:
+        ev.ok, ev.failure = False, kind
         ev.error = f"{kind}: {message}"
-        self.stats.failures[kind] = self.stats.failures.get(kind, 0) + 1
+        self.stats.failures[kind.value] = self.stats.failures.get(kind.value, 0) + 1
         return ev
 
     def _candidate_error(self, ev: Evaluation, e: CandidateError) -> Evaluation:
-        if e.kind == "timeout" and self.hard_deadline is not None and time.perf_counter() >= self.hard_deadline - 0.1:
-            ev.ok = False
+        if e.kind is FailureKind.TIMEOUT and self.hard_deadline is not None \
+                and time.perf_counter() >= self.hard_deadline - 0.1:
+            ev.ok, ev.failure = False, FailureKind.BUDGET  # not counted: not the candidate's fault
             ev.error = f"budget: {e.message}"
             return ev
         return self._fail(ev, e.kind, e.message)
@@ -285,19 +271,12 @@ class Evaluator:
     def _verify(self, h: str, program: Program, passes: tuple[str, ...]) -> Evaluation:
         ev = Evaluation(h, program, ok=False, passes=passes)
         self.stats.verifications[ev.key] += 1
-        text = program.text()
         try:
-            originals = self.originals()
-            outputs = [self.worker.run(text, key, self._passes(passes), timeout_s=self._timeout())
-                       for key in self._keys]
-            exact = all(compare_outputs(g, o, Numerics.EXACT).ok for g, o in zip(outputs, originals))
-            cmp = verify(outputs, originals, ev.numerics, None if exact else self.references())
-            if not cmp.ok and not exact:  # the sensitivity costs two more runs: only when needed
-                cmp = verify(outputs, originals, ev.numerics, self.references(), self.sensitivities())
+            cmp = self.verifier.check(program.text(), self._passes(passes), ev.numerics)
             ev.comparison = cmp
             if not cmp.ok:
                 self.stats.mismatches += 1
-                return self._fail(ev, "mismatch", cmp.detail)
+                return self._fail(ev, FailureKind.MISMATCH, cmp.detail)
             ev.verified = cmp.tier
         except CandidateError as e:
             return self._candidate_error(ev, e)
@@ -309,13 +288,10 @@ class Evaluator:
         """(baseline timing, candidate timing), interleaved in one worker request."""
         text = ev.program.text()
         if not ev.passes:
-            return self.worker.time([self.baseline_text, text], self._keys[0], self.runs, self.warmup,
-                                    self.min_seconds, self.disabled_passes, timeout_s=self._timeout())
-        if not hasattr(self.worker, "time_each"):
-            raise CandidateError("unsupported", "this worker cannot time programs compiled with different passes")
+            return self.worker.time([self.baseline_text, text], self._keys[0], self.timing,
+                                    self.disabled_passes, timeout_s=self._timeout())
         return self.worker.time_each([(self.baseline_text, self.disabled_passes), (text, self._passes(ev.passes))],
-                                     self._keys[0], self.runs, self.warmup, self.min_seconds,
-                                     timeout_s=self._timeout())
+                                     self._keys[0], self.timing, timeout_s=self._timeout())
 
     def _fingerprint(self, program: Program, passes: tuple[str, ...]) -> str | None:
         """xxh3 of XLA's optimized HLO (canonical text) of a state; None if unavailable."""
@@ -331,7 +307,7 @@ class Evaluator:
 
     def _time(self, ev: Evaluation) -> None:
         fingerprint = None
-        if self.reuse_executables and hasattr(self.worker, "optimized_hlo"):
+        if self.reuse_executables:
             if not self._original_fingerprint_done:
                 self._original_fingerprint_done = True
                 fp = self._fingerprint(self.original, ())
@@ -370,10 +346,10 @@ class Evaluator:
             again = self.retime(src)
         except CandidateError as e:
             self._candidate_error(src, e)
-            if src.error.startswith("budget"):
-                src.ok, src.error = True, ""
+            if src.failure is FailureKind.BUDGET:
+                src.ok, src.error, src.failure = True, "", None
                 return src.ratio
-            ev.ok, ev.error = src.ok, src.error
+            ev.ok, ev.error, ev.failure = src.ok, src.error, src.failure
             return src.ratio
         src.ratio = max(src.ratio, again)
         src.confirmed = True

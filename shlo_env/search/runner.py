@@ -4,19 +4,20 @@ The part of `optimize()` that works on a `Program` (a StableHLO module with its 
 Python function: `optimize()`, the sweeps of `shlo-env bench` over stored programs, and the
 strategy benchmarks all run this one function.
 
-    from shlo_env.search.runner import optimize_program
-    res = optimize_program(program, strategy="beam", budget_s=30)
+    from shlo_env.search.runner import SearchOptions, optimize_program
+    res = optimize_program(program, SearchOptions(strategy="beam", budget_s=30))
     res.ratio, res.applied, res.search_best.describe(), res.stats.hit_rate
 
+The wall-clock budget is split by `shlo_env.timing.Budget` (the one place to change the split):
 
-1. **noise**: the original is timed against itself (`Evaluator.measure_noise`); the acceptance
-   threshold is `1 - max(min_gain, 2 * noise)`, or the machine's noise-profile threshold when
-   that is stricter (`threshold=`).
+1. **noise**: the original is timed against itself (`Evaluator.measure_noise`, repeated within
+   `Budget.noise` of the budget); the acceptance threshold is `1 - max(min_gain, 2 * noise)`,
+   or the machine's noise-profile threshold when that is stricter (`threshold=`).
 2. **search**: a strategy from `shlo_env.search` (by name, or "auto" by decision-space size)
-   runs on a `SearchContext` until `search_fraction` of the budget; every candidate is verified
+   runs on a `SearchContext` until `Budget.search` of the budget; every candidate is verified
    against the original (example + random input sets, within its numerics tier) before it is
    timed, so only verified programs can be chosen. No worker request runs past
-   `hard_fraction` of the budget.
+   `Budget.hard` of the budget.
 3. **confirmation**: the best candidate is timed again side by side with the original, an
    independent measurement; the original is kept unless both measurements are below the
    threshold (faster beyond noise).
@@ -41,6 +42,9 @@ import dataclasses
 import math
 import time
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
+
+import numpy as np
 
 from shlo_env import xla_options as option_actions
 from shlo_env.hashing import dag_hash
@@ -48,50 +52,60 @@ from shlo_env.import_ import Program
 from shlo_env.numerics import Numerics
 from shlo_env.patterns.base import resolve as resolve_patterns
 from shlo_env.search import passes as pass_actions
-from shlo_env.search.base import Progress, SearchContext, auto_strategy, get_strategy
+from shlo_env.search.base import Progress, SearchContext, Strategy, auto_strategy, get_strategy
 from shlo_env.search.evaluator import Evaluator
-from shlo_env.worker import CandidateError, Worker, default_timeout
+from shlo_env.runners import CandidateError, Runner
+from shlo_env.runtime import Timing
+from shlo_env.timing import QUICK, SEARCH, Budget, TimingPolicy
+from shlo_env.worker import Worker
 
 MAX_TRAJECTORY = 5_000  # decisions recorded per program (a long MCTS run is cut here)
 
 
 @dataclasses.dataclass
-class ProgramResult:
-    """What `optimize_program` did. Times in seconds (T: 10th percentile of the runs, see runtime); ratio = best / original."""
+class SearchSummary:
+    """What a search did, in the words both `ProgramResult` and `optimize.Report` use (one
+    declaration; `optimize.Report.from_result` copies these fields and nothing else)."""
 
     name: str
     strategy: str  # the strategy that ran ("auto" resolved)
+    returned_original: bool = True
+    reason: str = ""  # why the original was kept (or what went wrong)
+    noise: float = math.nan  # |1 - ratio| of the original against itself (median of the repeats)
+    threshold: float = math.nan  # a candidate was accepted only below this ratio
+    applied: tuple[str, ...] = ()  # the rewrites of the returned program
+    disabled_passes: tuple[str, ...] = ()  # XLA passes disabled (and options set) for it
+    numerics: str = "EXACT"  # the tier verification established
+    candidates_evaluated: int = 0
+    cache_hits: int = 0
+    failures: dict = dataclasses.field(default_factory=dict)  # rejected candidates by FailureKind
+    decision_space: int = 1  # decision vectors at the root (pass toggles included)
+    strategy_info: dict = dataclasses.field(default_factory=dict)
+    search_s: float = 0.0
+    total_s: float = 0.0
+    original_hash: str = ""
+
+
+@dataclasses.dataclass
+class ProgramResult(SearchSummary):
+    """What `optimize_program` did. Times in seconds (T: 10th percentile of the runs, see runtime); ratio = best / original."""
+
     requested_strategy: str = ""
     status: str = "ok"  # "ok", or "error" when the original itself could not be compiled/run
     error: str = ""
-    original_hash: str = ""
     best_hash: str = ""
-    returned_original: bool = True
-    reason: str = ""
     ratio: float = 1.0  # final independent measurement (1.0 exactly when the original is returned)
     search_ratio: float = math.nan  # the best candidate's ratio in the search
     confirm_ratio: float = math.nan  # the confirmation re-time
     baseline: dict = dataclasses.field(default_factory=dict)  # original: {"full", "async", "compute", "runs"}
     best: dict = dataclasses.field(default_factory=dict)  # returned program, same keys
-    noise: float = math.nan  # |1 - ratio| of the original against itself (worst of the repeats)
-    threshold: float = math.nan  # a candidate was accepted only below this ratio
     decisions: list = dataclasses.field(default_factory=list)  # vectors from the original to the best
     # every decision vector the strategy applied, in order: [parent state key, [[dim, choice], ...]]
     # (sparse: only the non-zero choices; a vector can have hundreds of dimensions)
     trajectory: list = dataclasses.field(default_factory=list)
-    applied: tuple[str, ...] = ()
-    disabled_passes: tuple[str, ...] = ()
-    numerics: str = "EXACT"
     verification: dict = dataclasses.field(default_factory=dict)
-    candidates_evaluated: int = 0
-    cache_hits: int = 0
     timed: int = 0
-    failures: dict = dataclasses.field(default_factory=dict)
-    decision_space: int = 1
     num_alternatives: int = 0
-    strategy_info: dict = dataclasses.field(default_factory=dict)
-    search_s: float = 0.0
-    total_s: float = 0.0
     cost_original: dict = dataclasses.field(default_factory=dict)  # XLA cost analysis (flops, bytes)
     cost_best: dict = dataclasses.field(default_factory=dict)
     # Not persisted: what a caller needs to build on the result (optimize() checks the winner
@@ -134,22 +148,43 @@ class ProgramResult:
 
 
 class LockedWorker:
-    """A worker whose timing requests hold `lock` (compiles and verification runs do not)."""
+    """A `Runner` whose timing requests hold `lock` (compiles and verification runs do not):
+    several searches sharing a device never time at the same moment."""
 
-    def __init__(self, worker, lock):
+    def __init__(self, worker: Runner, lock: AbstractContextManager):
         self._worker = worker
         self._lock = lock
+        self.timeout_s = worker.timeout_s
 
-    def __getattr__(self, name):
-        return getattr(self._worker, name)
+    def set_inputs(self, key: str, arrays: Sequence[np.ndarray]) -> None:
+        self._worker.set_inputs(key, arrays)
 
-    def time(self, *args, **kwargs):
+    def run(self, text: str, input_key: str, disabled_passes: Sequence[str] = (),
+            timeout_s: float | None = None) -> list[np.ndarray]:
+        return self._worker.run(text, input_key, disabled_passes, timeout_s)
+
+    def reference(self, text: str, input_key: str, timeout_s: float | None = None,
+                  perturb_ulps: float = 0.0) -> list[np.ndarray] | None:
+        return self._worker.reference(text, input_key, timeout_s, perturb_ulps)
+
+    def time(self, texts: Sequence[str], input_key: str, timing: TimingPolicy = QUICK,
+             disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> list[Timing]:
         with self._lock:
-            return self._worker.time(*args, **kwargs)
+            return self._worker.time(texts, input_key, timing, disabled_passes, timeout_s)
 
-    def time_each(self, *args, **kwargs):
+    def time_each(self, items: Sequence[tuple[str, Sequence[str]]], input_key: str,
+                  timing: TimingPolicy = QUICK, timeout_s: float | None = None) -> list[Timing]:
         with self._lock:
-            return self._worker.time_each(*args, **kwargs)
+            return self._worker.time_each(items, input_key, timing, timeout_s)
+
+    def cost(self, text: str, disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> dict:
+        return self._worker.cost(text, disabled_passes, timeout_s)
+
+    def optimized_hlo(self, text: str, disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> str:
+        return self._worker.optimized_hlo(text, disabled_passes, timeout_s)
+
+    def close(self) -> None:
+        self._worker.close()
 
 
 class _RecordingContext(SearchContext):
@@ -183,67 +218,109 @@ def _timing(t) -> dict:
     return {"full": t.full, "async": t.async_, "compute": t.compute, "runs": t.runs}
 
 
-def optimize_program(program: Program, *, patterns=None, strategy: str = "auto", budget_s: float = 60.0,
-                     max_steps: int = 6, num_random: int = 3, seed: int = 0, min_gain: float = 0.03,
-                     threshold: float | None = None, progress: bool | Progress = False,
-                     timeout_s: float | None = None, passes: bool | Sequence[str] = False,
-                     xla_options: bool | str | Sequence[str] = False, strategy_options: dict | None = None, worker=None, device_lock=None,
-                     confirm: bool = True, final_timing: bool = True, cost: bool = True,
-                     search_fraction: float = 0.75, hard_fraction: float = 0.85,
-                     name: str | None = None) -> ProgramResult:
-    """Search rewrites of `program`; return the best verified program and how it was measured.
+@dataclasses.dataclass(frozen=True)
+class SearchOptions:
+    """What `optimize_program` searches and how: everything but the live objects (the worker,
+    the device lock, the progress line), so one value can be stored, compared and sent to a
+    sweep's workers.
 
-    Args:
+    Attributes:
       patterns: Pattern classes/instances/names (default: every value-preserving pattern).
       strategy: a name from `shlo_env.search.strategies()`, or "auto" (by decision-space size).
-      budget_s: wall-clock budget: the search stops at `search_fraction` of it, no worker
-        request runs past `hard_fraction`; confirmation and the final measurement follow.
+      strategy_options: keyword options for the strategy (e.g. {"alpha": 1.0} for beam).
+      budget_s: wall-clock budget, split as `budget()` says (`shlo_env.timing.Budget`): the
+        search stops at `Budget.search` of it, no worker request runs past `Budget.hard`;
+        confirmation and the final measurement follow.
+      max_steps: augment-decide-apply rounds a strategy may take.
+      num_random, seed: the seeded random input sets every candidate is verified on (besides
+        the program's example inputs).
       min_gain: the smallest speedup worth taking (raised to twice the measured noise).
       threshold: an external acceptance threshold (e.g. the machine's noise profile "faster"
         threshold); the stricter of it and the per-program one is used.
-      worker: a `Worker` to reuse (it is not closed); default: a fresh one for this call.
-      device_lock: a context manager held around every timing request.
+      timeout_s: per request limit of the worker this call starts (None: SHLO_ENV_TIMEOUT_S).
+      passes / xla_options: XLA passes the search may disable and compile options it may set
+        (`shlo_env.search.passes`, `shlo_env.xla_options`); both are toggles of one action tuple.
       confirm: re-time the best candidate before accepting it (always, whatever time is left).
       final_timing: measure the returned program once more for the report (see module doc).
       cost: record XLA's cost analysis (flops, bytes) of the original and the returned program.
-      passes / xla_options: XLA passes the search may disable and compile options it may set
-        (`shlo_env.search.passes`, `shlo_env.xla_options`); both are toggles of one action tuple.
+      timing: how each side-by-side measurement is taken (`shlo_env.timing.SEARCH`).
+      name: the name in the result (default: the program's).
     """
+
+    patterns: object = None
+    strategy: str | Strategy = "auto"
+    strategy_options: dict | None = None
+    budget_s: float = 60.0
+    max_steps: int = 6
+    num_random: int = 3
+    seed: int = 0
+    min_gain: float = 0.03
+    threshold: float | None = None
+    timeout_s: float | None = None
+    passes: bool | Sequence[str] = False
+    xla_options: bool | str | Sequence[str] = False
+    confirm: bool = True
+    final_timing: bool = True
+    cost: bool = True
+    timing: TimingPolicy = SEARCH
+    name: str | None = None
+
+    def budget(self) -> Budget:
+        return Budget(self.budget_s)
+
+    def with_(self, **changes) -> "SearchOptions":
+        return dataclasses.replace(self, **changes)
+
+
+def optimize_program(program: Program, options: SearchOptions = SearchOptions(), *, worker: Runner | None = None,
+                     device_lock: AbstractContextManager | None = None,
+                     progress: bool | Progress = False) -> ProgramResult:
+    """Search rewrites of `program` as `options` say; return the best verified program and how
+    it was measured (see the module docstring for the steps).
+
+    Args:
+      options: what to search and how (`SearchOptions`).
+      worker: a runner to reuse (it is not closed); default: a fresh `Worker` for this call.
+      device_lock: a context manager held around every timing request.
+      progress: show a live line on stderr (True), or report to this `Progress`.
+    """
+    o = options
+    budget = o.budget()
     t0 = time.perf_counter()
-    name = name or program.name
-    res = ProgramResult(name=name, strategy=str(strategy), requested_strategy=str(strategy))
+    name = o.name or program.name
+    res = ProgramResult(name=name, strategy=str(o.strategy), requested_strategy=str(o.strategy))
     res.original_hash = res.best_hash = dag_hash(program)
     own_worker = worker is None
-    base_worker = worker if worker is not None else Worker(timeout_s or default_timeout())
-    w = LockedWorker(base_worker, device_lock) if device_lock is not None else base_worker
-    offered = pass_actions.resolve(passes) + option_actions.resolve(xla_options)
+    base_worker = worker if worker is not None else Worker(o.timeout_s)  # None: SHLO_ENV_TIMEOUT_S
+    w: Runner = LockedWorker(base_worker, device_lock) if device_lock is not None else base_worker
+    offered = pass_actions.resolve(o.passes) + option_actions.resolve(o.xla_options)
     try:
         # The original is measured whatever the budget (only the worker's own timeout applies):
         # a program whose measurement alone takes the budget is returned unchanged, not failed.
-        with Evaluator(program, worker=w, num_random=num_random, seed=seed) as evaluator:
+        with Evaluator(program, worker=w, num_random=o.num_random, seed=o.seed, timing=o.timing) as evaluator:
             try:
-                res.noise = evaluator.measure_noise(max_seconds=0.1 * budget_s)
+                res.noise = evaluator.measure_noise(max_seconds=budget.noise_s)
             except CandidateError as e:
                 res.status, res.error = "error", f"the original does not run in the worker: {e}"
                 res.reason = res.error
                 return res
-            evaluator.hard_deadline = t0 + hard_fraction * budget_s
-            thr = 1.0 - max(min_gain, 2.0 * res.noise)
-            if threshold is not None and not math.isnan(threshold):
-                thr = min(thr, float(threshold))
+            evaluator.hard_deadline = budget.hard_deadline(t0)
+            thr = 1.0 - max(o.min_gain, 2.0 * res.noise)
+            if o.threshold is not None and not math.isnan(o.threshold):
+                thr = min(thr, float(o.threshold))
             res.threshold = thr
             bar = progress if isinstance(progress, Progress) else Progress(bool(progress), label=name,
-                                                                          budget_s=budget_s)
-            ctx = _RecordingContext(program, resolve_patterns(patterns), evaluator,
-                                    deadline=t0 + search_fraction * budget_s, max_steps=max_steps,
-                                    progress=bar, threshold=thr, passes=offered, seed=seed)
+                                                                          budget_s=budget.total_s)
+            ctx = _RecordingContext(program, resolve_patterns(o.patterns), evaluator,
+                                    deadline=budget.search_deadline(t0), max_steps=o.max_steps,
+                                    progress=bar, threshold=thr, passes=offered, seed=o.seed)
             root = ctx.expand(ctx.root)
             res.decision_space, res.num_alternatives = root.size, root.num_rewrites
-            chosen = strategy if strategy != "auto" else auto_strategy(root)
+            chosen = o.strategy if o.strategy != "auto" else auto_strategy(root)
             res.strategy = chosen if isinstance(chosen, str) else getattr(chosen, "name", str(chosen))
             if not isinstance(progress, Progress):
                 bar.label = f"{res.strategy} {name}"
-            searcher = get_strategy(chosen, **(strategy_options or {}))
+            searcher = get_strategy(chosen, **(o.strategy_options or {}))
             t_search = time.perf_counter()
             try:
                 best = searcher.search(ctx)
@@ -260,21 +337,23 @@ def optimize_program(program: Program, *, patterns=None, strategy: str = "auto",
             res.search_ratio = best.ratio if best.ok and best.key != evaluator.original_key else math.nan
 
             evaluator.hard_deadline = None  # confirmation and final measurement: worker timeout only
-            accepted = _decide(res, evaluator, best, root.size, thr, confirm)
+            accepted = _decide(res, evaluator, best, root.size, thr, o.confirm)
             if accepted:
                 res.returned_original = False
                 res.program, res.evaluation = best.program, best
                 res.best_hash, res.applied, res.disabled_passes = best.hash, tuple(best.applied), tuple(best.passes)
                 res.decisions = ctx.path_to(best.key)
-                res.numerics = best.verified.name
+                verified = best.verified
+                assert verified is not None, "only verified candidates are accepted"
+                res.numerics = verified.name
                 c = best.comparison
                 res.verification = {
-                    "tier": best.verified.name, "claimed": best.numerics.name,
+                    "tier": verified.name, "claimed": best.numerics.name,
                     "input_sets": evaluator.num_input_sets,
                     "example_args": program.example_args is not None,
                     "max_error": c.max_error if c is not None else None,
                     "bound": c.bound if c is not None else None,
-                    "float64_reference": best.verified >= Numerics.REASSOCIATE}
+                    "float64_reference": verified >= Numerics.REASSOCIATE}
             else:
                 res.program = program
                 res.verification = {"tier": "EXACT", "input_sets": 0, "note": "the original itself"}
@@ -285,14 +364,14 @@ def optimize_program(program: Program, *, patterns=None, strategy: str = "auto",
                 except CandidateError:
                     res.check_reference = (None, None)
 
-            if final_timing:
+            if o.final_timing:
                 _final_measurement(res, evaluator, w, best if accepted else None)
             if not res.baseline:
                 res.baseline = {"full": evaluator.baseline_s, "async": None, "compute": None, "runs": None}
             if accepted and not res.best:
                 res.best = {"full": best.time_s, "async": None, "compute": None, "runs": None}
                 res.ratio = best.ratio
-            if cost:
+            if o.cost:
                 res.cost_original = _cost(evaluator, program, ())
                 res.cost_best = res.cost_original if not accepted else _cost(evaluator, best.program, best.passes)
     finally:
@@ -332,8 +411,7 @@ def _final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best) -
     base_passes = evaluator.disabled_passes
     try:
         if best is None:
-            (t,) = worker.time([evaluator.baseline_text], key, evaluator.runs, evaluator.warmup,
-                               evaluator.min_seconds, base_passes)
+            (t,) = worker.time([evaluator.baseline_text], key, evaluator.timing, base_passes)
             res.baseline = res.best = _timing(t)
             res.ratio = 1.0
             return
@@ -341,10 +419,9 @@ def _final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best) -
         if best.passes:
             tb, tc = worker.time_each([(evaluator.baseline_text, base_passes),
                                        (text, tuple(sorted(set(base_passes) | set(best.passes))))],
-                                      key, evaluator.runs, evaluator.warmup, evaluator.min_seconds)
+                                      key, evaluator.timing)
         else:
-            tb, tc = worker.time([evaluator.baseline_text, text], key, evaluator.runs, evaluator.warmup,
-                                 evaluator.min_seconds, base_passes)
+            tb, tc = worker.time([evaluator.baseline_text, text], key, evaluator.timing, base_passes)
         res.baseline, res.best = _timing(tb), _timing(tc)
         res.ratio = tc.full / tb.full
     except CandidateError as e:
@@ -374,4 +451,4 @@ def _jsonable(x):
         return str(x)
 
 
-__all__ = ["ProgramResult", "LockedWorker", "optimize_program"]
+__all__ = ["LockedWorker", "ProgramResult", "SearchOptions", "SearchSummary", "optimize_program"]
