@@ -199,12 +199,12 @@ class JitFunction:
             if spec is not None:
                 return spec
             if self.background:
-                report = Report(name=self.__name__, strategy=str(self.options.get("strategy", "auto")),
+                report = Report(name=getattr(self._fn, "__name__", "fn"), strategy=str(self.options.get("strategy", "auto")),
                                 reason="running jax.jit(fn) while a background search runs")
-                spec = Specialization(self._jitted, report)
-                self._specializations[key] = spec
-                _background().submit(lambda: self._finish_in_background(key, spec, args, kwargs))
-                return spec
+                interim = Specialization(self._jitted, report)
+                self._specializations[key] = interim
+                _background().submit(lambda: self._finish_in_background(key, interim, args, kwargs))
+                return interim
             spec = self._search(args, kwargs)
             spec.done.set()
             self._specializations[key] = spec
