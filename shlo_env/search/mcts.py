@@ -24,8 +24,8 @@ next step is multiplied by `decay` (at least `min_budget`): the budget decays pe
 stops at a stop action, a terminal state, or `ctx.max_steps` steps. Failed candidates get the
 lowest value seen. The returned result is the best verified state evaluated anywhere.
 
-Two additions to the paper, on by default. `seed_hot`: the first simulations take the single
-rewrite at each of the `seed_hot` hottest sites (`SearchContext.singles`, ordered by
+Two additions to the paper, on by default. `seed_hot` (with `hot_first`): the first simulations
+take the single rewrite at each of the `seed_hot` hottest sites (`SearchContext.singles`, ordered by
 `shlo_env.search.site_heat`), valued without a rollout, so a small budget is spent where the
 time is instead of on a random joint action of dozens of dimensions. `seed_pick_first`: the
 next simulation takes the pick-first action and rolls out with pick-first, so f-MCTS starts
@@ -223,7 +223,8 @@ class FactorizedMCTS(Strategy):
 
     def seeds(self, ctx: SearchContext, root: Node) -> list[tuple[list[int], str]]:
         """The forced first simulations (vector, rollout policy): hot singles, then pick-first."""
-        out = [(vec, "none") for vec in itertools.islice(ctx.singles(root.exp), self.seed_hot)]
+        hot = self.seed_hot if self.hot_first else 0
+        out = [(vec, "none") for vec in itertools.islice(ctx.singles(root.exp), hot)]
         first = pick_first_vector(root.exp.dims)
         if self.seed_pick_first and not is_stop(first):
             out.append((first, "pick-first"))
