@@ -12,6 +12,7 @@ import pytest
 from test_search import ModelWorker, make_ctx
 
 import shlo_env as se
+from shlo_env import xla_options
 from shlo_env.import_ import ir_scope
 from shlo_env.search import get_strategy, option_screen, site_heat
 from shlo_env.search.beam import Beam
@@ -93,6 +94,10 @@ def test_mcts_first_simulation_takes_the_hottest_single(hot_program):
 
 
 # --- the option screen ---------------------------------------------------------------------------
+
+def test_priority_names_real_cpu_option_tokens():
+    assert set(option_screen.PRIORITY) == set(xla_options.candidate_options("cpu"))
+
 
 def test_screen_order_puts_known_movers_first():
     tokens = ["a=1", OTHER, option_screen.PRIORITY[0], "b=2"]

@@ -220,6 +220,7 @@ class SearchContext:
     # (`shlo_env.search.option_screen`), with its ratio.
     start: State = dataclasses.field(init=False)
     start_ratio: float = 1.0
+    screened: bool = False  # the option screen ran (once per context, whichever strategy asks)
     expansions: int = 0
     apply_failures: int = 0
     _expanded: dict = dataclasses.field(default_factory=dict)
@@ -342,9 +343,10 @@ class Strategy:
 
     Two options every built-in strategy takes, both on by default (they aim a small budget):
     `screen_options` runs the XLA option screen before the search when option actions are
-    offered (`shlo_env.search.option_screen`: every offered option timed against the original
-    in one request, the best verified one becomes the start state); `hot_first` orders single
-    rewrites by the estimated time of the ops they touch (`shlo_env.search.site_heat`).
+    offered (`shlo_env.search.option_screen`: offered options timed against the original in
+    as few requests as the time allows, the best verified one becomes the start state);
+    `hot_first` orders single rewrites by the estimated time of the ops they touch
+    (`shlo_env.search.site_heat`).
     A strategy calls `begin(ctx)` first and searches from the state it returns.
     """
 
@@ -358,7 +360,8 @@ class Strategy:
     def begin(self, ctx: SearchContext) -> State:
         """Set the context up for this strategy and return the state to start from."""
         ctx.hot_first = self.hot_first
-        if self.screen_options and ctx.start is ctx.root:
+        if self.screen_options and not ctx.screened:
+            ctx.screened = True
             screen = option_screen.screen(ctx)
             if screen.tried:
                 self.info["option_screen"] = screen.summary()

@@ -32,23 +32,24 @@ from shlo_env.worker import CandidateError
 if TYPE_CHECKING:
     from shlo_env.search.base import SearchContext, State
 
-# Screen order on CPU: the option values that moved corpus programs most often first
-# (benchmarks/xla_options.py and benchmarks/aim.py, docs/search_speed.md); any other offered
-# token follows in its given order.
+# Screen order on CPU: by the corpus geomean of each option value alone in the XLA options table
+# of docs/pattern_effectiveness.md (benchmarks/xla_options.py; measured at load 9, so weak
+# evidence: re-rank on a quiet machine). Any other offered token (GPU options, values not
+# listed) follows in its given order.
 PRIORITY: tuple[str, ...] = (
-    "xla_cpu_experimental_xnn_graph_fusion_mode=XNN_GRAPH_FUSION_MODE_BYPASS_COST_MODEL",
-    "xla_cpu_experimental_xnn_graph_fusion_mode=XNN_GRAPH_FUSION_MODE_GREEDY_SLINKY",
-    "xla_cpu_multi_thread_eigen=false",
-    "xla_cpu_prefer_vector_width=128",
-    "xla_cpu_use_onednn=true",
-    "xla_cpu_enable_concurrency_optimized_scheduler=true",
-    "xla_cpu_experimental_xnn_graph_fusion_mode=XNN_GRAPH_FUSION_MODE_GREEDY",
-    "xla_cpu_use_xnnpack=false",
-    "xla_cpu_parallel_codegen_split_count=8",
-    "xla_cpu_prefer_vector_width=512",
-    "xla_cpu_use_xnnpack=true",
-    "xla_cpu_parallel_codegen_split_count=1",
-    "xla_cpu_enable_concurrency_optimized_scheduler=false",
+    "xla_cpu_experimental_xnn_graph_fusion_mode=XNN_GRAPH_FUSION_MODE_BYPASS_COST_MODEL",  # 0.951
+    "xla_cpu_experimental_xnn_graph_fusion_mode=XNN_GRAPH_FUSION_MODE_GREEDY_SLINKY",  # 0.982
+    "xla_cpu_prefer_vector_width=128",  # 1.017
+    "xla_cpu_multi_thread_eigen=false",  # 1.079
+    "xla_cpu_experimental_xnn_graph_fusion_mode=XNN_GRAPH_FUSION_MODE_GREEDY",  # 1.096
+    "xla_cpu_enable_concurrency_optimized_scheduler=true",  # 1.116
+    "xla_cpu_parallel_codegen_split_count=1",  # 1.123
+    "xla_cpu_use_xnnpack=true",  # 1.142
+    "xla_cpu_parallel_codegen_split_count=8",  # 1.143
+    "xla_cpu_prefer_vector_width=512",  # 1.173
+    "xla_cpu_use_xnnpack=false",  # 1.202
+    "xla_cpu_enable_concurrency_optimized_scheduler=false",  # 1.236
+    "xla_cpu_use_onednn=true",  # 1.278
 )
 
 
