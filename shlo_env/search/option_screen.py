@@ -91,6 +91,9 @@ def screen(ctx: SearchContext, *, share: float = 0.35, first_chunk: int = 1, run
     tokens = ordered(t for t in exp.passes if xla_options.is_option(t))
     if not tokens or ctx.out_of_time():
         return out
+    if not hasattr(ctx.evaluator.worker, "time_each"):  # the evaluator cannot time options either
+        out.stopped = "this worker cannot time programs compiled with different options"
+        return out
     t0 = time.perf_counter()
     allowance = share * ctx.time_left()
     ev = ctx.evaluator
