@@ -24,7 +24,8 @@ import glob
 import json
 import re
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -177,7 +178,10 @@ class HloInfo:
 
     def closure(self, comps: Sequence[str]) -> tuple[set[int], collections.Counter]:
         """StableHLO tags and HLO opcodes of everything inside `comps`, transitively."""
-        tags, opcodes, seen, todo = set(), collections.Counter(), set(), list(comps)
+        tags: set[int] = set()
+        opcodes: collections.Counter[str] = collections.Counter()
+        seen: set[str] = set()
+        todo = list(comps)
         while todo:
             c = todo.pop()
             if c in seen:
@@ -221,7 +225,7 @@ def parse_hlo(text: str) -> HloInfo:
             continue
         m = _INST.match(line)
         opcode = _opcode_after_type(m.group(2)) if m else None
-        if opcode and current is not None:
+        if m is not None and opcode and current is not None:
             called = _CALLED.findall(line)
             for group in _BRANCHES.findall(line):
                 called += [c.strip().lstrip("%") for c in group.split(",") if c.strip()]
@@ -255,7 +259,7 @@ def _kernel_table(info: HloInfo) -> dict[str, tuple[str, set[int], collections.C
     return table
 
 
-def categorize(opcode: str, op_kinds: Sequence[str], opcodes: Sequence[str]) -> str:
+def categorize(opcode: str, op_kinds: Collection[str], opcodes: Collection[str]) -> str:
     kinds = {k.removeprefix("stablehlo.").removeprefix("chlo.") for k in op_kinds}
     if not kinds:  # an instruction XLA made up (a copy, a library fusion): read its HLO opcodes
         kinds = {o.replace("-", "_") for o in opcodes} - {"parameter", "fusion", "tuple", "get_tuple_element"}
@@ -351,7 +355,8 @@ def profile_program(program: Program, inputs: Sequence[np.ndarray] | None = None
     if not events:
         raise RuntimeError(f"the profiler reported no kernel events on {runtime.platform()} "
                            "(this jaxlib does not emit per-thunk events)")
-    hlo = "\n".join(m.to_string() for m in exe.loaded.hlo_modules())
+    loaded: Any = exe.loaded  # a PJRT LoadedExecutable (typed `object` in runtime)
+    hlo = "\n".join(m.to_string() for m in loaded.hlo_modules())
     table = _kernel_table(parse_hlo(hlo))
     sites = pattern_sites(program, patterns) if patterns != () else {}
     kernels = []

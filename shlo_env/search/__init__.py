@@ -10,6 +10,9 @@
 
 The shared `Evaluator` verifies then times states, cached by (DAG hash, disabled XLA passes);
 XLA's own passes can join the action space as macro actions (`shlo_env.search.passes`).
+Every built-in strategy aims a small budget (`Strategy.begin`): offered XLA compile options are
+screened first (`shlo_env.search.option_screen`) and single rewrites are tried on the hottest
+sites first (`shlo_env.search.site_heat`).
 """
 
 from shlo_env.search.base import (

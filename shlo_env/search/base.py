@@ -27,7 +27,8 @@ from collections.abc import Iterator, Sequence
 from shlo_env import xla_options
 from shlo_env.driver import ApplyError, apply, augment, list_alternatives
 from shlo_env.hashing import dag_hash
-from shlo_env.import_ import Program
+from shlo_env.import_ import Program, ir_scope
+from shlo_env.search import option_screen, site_heat
 from shlo_env.search.evaluator import Evaluation, Evaluator
 from shlo_env.search.passes import describe, normalize, state_key
 
@@ -105,9 +106,11 @@ def pick_first_vector(dims: Sequence[Dim]) -> list[int]:
     return [1 if d.kind == "rewrite" and d.num_choices > 1 else 0 for d in dims]
 
 
-def one_hot_vectors(dims: Sequence[Dim]) -> Iterator[list[int]]:
-    """Each single choice taken alone (rewrites first, then pass toggles)."""
-    for i, d in enumerate(dims):
+def one_hot_vectors(dims: Sequence[Dim], order: Sequence[int] | None = None) -> Iterator[list[int]]:
+    """Each single choice taken alone, dimension by dimension in `order` (default: the
+    dimensions' own order, rewrites first, then pass toggles)."""
+    for i in (range(len(dims)) if order is None else order):
+        d = dims[i]
         for k in range(1, d.num_choices):
             vec = [0] * len(dims)
             vec[i] = k
@@ -210,12 +213,19 @@ class SearchContext:
     passes: tuple[str, ...] = ()  # XLA passes the search may disable (macro actions)
     seed: int = 0
     confirm_best: bool = True  # time a new best twice before it counts (see evaluate)
+    hot_first: bool = True  # single rewrites are tried on the hottest sites first (see singles)
     rng: random.Random = dataclasses.field(init=False)
     root: State = dataclasses.field(init=False)
+    # Where strategies start: the root, or the verified faster state an option screen found
+    # (`shlo_env.search.option_screen`), with its ratio.
+    start: State = dataclasses.field(init=False)
+    start_ratio: float = 1.0
+    screened: bool = False  # the option screen ran (once per context, whichever strategy asks)
     expansions: int = 0
     apply_failures: int = 0
     _expanded: dict = dataclasses.field(default_factory=dict)
     _augmented: dict = dataclasses.field(default_factory=dict)
+    _heat: dict = dataclasses.field(default_factory=dict)
     _children: dict = dataclasses.field(default_factory=dict)
     _best: Evaluation | None = None
 
@@ -223,6 +233,7 @@ class SearchContext:
         self.rng = random.Random(self.seed)
         self.passes = normalize(self.passes)
         self.root = State.of(self.original)
+        self.start = self.root
 
     # time
     def time_left(self) -> float:
@@ -253,6 +264,19 @@ class SearchContext:
         self._expanded[state.key] = exp
         return exp
 
+    def heat(self, exp: Expansion) -> list[float]:
+        """Per dimension, the estimated time of the ops its rewrite touches
+        (`shlo_env.search.site_heat`; 0 for pass and option toggles). Cached by DAG hash."""
+        if exp.state.hash not in self._heat:
+            with ir_scope():
+                self._heat[exp.state.hash] = site_heat.site_weights(exp.alts)
+        weights = self._heat[exp.state.hash]
+        return [weights[d.index] if d.kind == "rewrite" else 0.0 for d in exp.dims]
+
+    def singles(self, exp: Expansion) -> Iterator[list[int]]:
+        """Each single choice alone: hottest sites first when `hot_first`, else in program order."""
+        return one_hot_vectors(exp.dims, site_heat.hot_order(self.heat(exp)) if self.hot_first else None)
+
     def child(self, exp: Expansion, decisions: Sequence[int]) -> State | None:
         """The state a decision vector leads to (None if the rewrite cannot be applied).
         Cached per (state, vector), so re-visiting an edge costs nothing."""
@@ -265,6 +289,7 @@ class SearchContext:
         rewrite, toggles = vec[:exp.num_rewrites], vec[exp.num_rewrites:]
         passes = normalize(exp.state.passes + tuple(p for p, t in zip(exp.passes, toggles) if t))
         if any(rewrite):
+            assert exp.augmented is not None  # a rewrite choice exists only where alternatives do
             try:
                 program = apply(exp.augmented, list(rewrite))
             except ApplyError:
@@ -315,12 +340,32 @@ class Strategy:
 
     Options are constructor keyword arguments (`get_strategy("beam", alpha=1.0)`); `info`
     collects what a strategy wants to report (pruned children, simulations, ...).
+
+    Two options every built-in strategy takes, both on by default (they aim a small budget):
+    `screen_options` runs the XLA option screen before the search when option actions are
+    offered (`shlo_env.search.option_screen`: offered options timed against the original in
+    as few requests as the time allows, the best verified one becomes the start state);
+    `hot_first` orders single rewrites by the estimated time of the ops they touch
+    (`shlo_env.search.site_heat`).
+    A strategy calls `begin(ctx)` first and searches from the state it returns.
     """
 
     name = ""
 
-    def __init__(self):
+    def __init__(self, screen_options: bool = True, hot_first: bool = True):
         self.info: dict = {}
+        self.screen_options = screen_options
+        self.hot_first = hot_first
+
+    def begin(self, ctx: SearchContext) -> State:
+        """Set the context up for this strategy and return the state to start from."""
+        ctx.hot_first = self.hot_first
+        if self.screen_options and not ctx.screened:
+            ctx.screened = True
+            screen = option_screen.screen(ctx)
+            if screen.tried:
+                self.info["option_screen"] = screen.summary()
+        return ctx.start
 
     def search(self, ctx: SearchContext) -> Evaluation:  # pragma: no cover - abstract
         raise NotImplementedError

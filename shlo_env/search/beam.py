@@ -1,6 +1,6 @@
 """Beam search as the HloEnv paper defines it: a depth-first stack with pruning.
 
-    stack = [root]
+    stack = [start]        (the original, or the option state the XLA option screen chose)
     while stack and time is left:
         s = stack.pop()
         children = up to `expand_budget` decision vectors from s, each applied and timed
@@ -9,8 +9,8 @@
 
 T is measured side by side with the original, so T(child) >= alpha * T(s) is
 ratio(child) >= alpha * ratio(s). Children of a state are generated in this order: the
-pick-first vector, each single choice alone (each rewrite; each pass toggle), then seeded random
-vectors; `expand_budget` caps how many are evaluated per expansion (the paper's expand budget),
+pick-first vector, each single choice alone (rewrites at the hottest sites first, see
+`shlo_env.search.site_heat`; then pass toggles), then seeded random vectors; `expand_budget` caps how many are evaluated per expansion (the paper's expand budget),
 the context's deadline is the global time budget, and `ctx.max_steps` bounds the depth. A state
 reached twice (another path, or a rewrite undone) is expanded once; its evaluation is a cache
 hit. `alpha` slightly above 1 keeps children within measurement noise of their parent, so a
@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 
 from shlo_env.search.base import (
-    Expansion, SearchContext, Strategy, is_stop, one_hot_vectors, pick_first_vector, random_vector,
+    Expansion, SearchContext, State, Strategy, is_stop, pick_first_vector, random_vector,
     register_strategy,
 )
 from shlo_env.search.evaluator import Evaluation
@@ -51,8 +51,8 @@ class Beam(Strategy):
 
     def __init__(self, alpha: float = 1.02, expand_budget: int = 8, beam_width: int = 3,
                  max_expansions: int | None = None, pass_prob: float = 0.1, seed_pick_first: bool = True,
-                 widen: tuple[float, ...] = (1.15, 1.5, 2.0)):
-        super().__init__()
+                 widen: tuple[float, ...] = (1.15, 1.5, 2.0), **aim):
+        super().__init__(**aim)
         self.alpha = alpha
         self.seed_pick_first = seed_pick_first
         self.widen = tuple(widen)
@@ -64,7 +64,7 @@ class Beam(Strategy):
     def child_vectors(self, exp: Expansion, ctx: SearchContext):
         seen = set()
         first = pick_first_vector(exp.dims)
-        gen = itertools.chain([first], one_hot_vectors(exp.dims),
+        gen = itertools.chain([first], ctx.singles(exp),
                               (random_vector(exp.dims, ctx.rng, self.pass_prob) for _ in range(4 * self.expand_budget)))
         for vec in gen:
             t = tuple(vec)
@@ -76,18 +76,19 @@ class Beam(Strategy):
     def search(self, ctx: SearchContext) -> Evaluation:
         counts = dict(expansions=0, children=0, pruned=0, failed=0, max_depth=0)
         self.info.update(counts, alphas=[])
+        start = self.begin(ctx)
         if self.seed_pick_first:
-            pick_first_chain(ctx)
+            pick_first_chain(ctx, start)
         for alpha in [self.alpha] + sorted(a for a in self.widen if a > self.alpha):
             if ctx.out_of_time():
                 break
             self.info["alphas"].append(alpha)
-            self._dfs(ctx, alpha, counts)
+            self._dfs(ctx, start, alpha, counts)
         self.info.update(counts)
         return ctx.best
 
-    def _dfs(self, ctx: SearchContext, alpha: float, counts: dict) -> None:
-        stack = [(ctx.root, 1.0, 0)]
+    def _dfs(self, ctx: SearchContext, start: State, alpha: float, counts: dict) -> None:
+        stack = [(start, ctx.start_ratio, 0)]
         expanded: set[str] = set()
         while stack and not ctx.out_of_time():
             if self.max_expansions is not None and counts["expansions"] >= self.max_expansions:

@@ -19,21 +19,22 @@ class RandomSearch(Strategy):
     name = "random"
 
     def __init__(self, episodes: int | None = None, pass_prob: float = 0.1, redraws: int = 4,
-                 patience: int = 30):
-        super().__init__()
+                 patience: int = 30, **aim):
+        super().__init__(**aim)
         self.patience = patience
         self.episodes = episodes
         self.pass_prob = pass_prob
         self.redraws = redraws
 
     def search(self, ctx: SearchContext) -> Evaluation:
+        start = self.begin(ctx)
         episode = 0
         steps = 0
         stale = 0
         while not ctx.out_of_time() and (self.episodes is None or episode < self.episodes):
             episode += 1
             before = ctx.evaluator.stats.evaluated
-            state = ctx.root
+            state = start
             seen = {state.key}
             moved = False
             for _ in range(ctx.max_steps):
@@ -58,7 +59,7 @@ class RandomSearch(Strategy):
                 if not ctx.evaluate(nxt).ok:
                     break
                 state = nxt
-            if not moved and not ctx.expand(ctx.root).dims:
+            if not moved and not ctx.expand(start).dims:
                 break  # nothing to decide at all
             stale = stale + 1 if ctx.evaluator.stats.evaluated == before else 0
             if stale >= self.patience:

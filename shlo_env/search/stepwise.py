@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from shlo_env.search.base import (
-    SearchContext, Strategy, all_vectors, is_stop, one_hot_vectors, pick_first_vector, register_strategy,
+    SearchContext, State, Strategy, all_vectors, is_stop, pick_first_vector, register_strategy,
 )
 from shlo_env.search.evaluator import Evaluation
 
@@ -21,14 +21,15 @@ class PickFirst(Strategy):
     name = "pick-first"
 
     def search(self, ctx: SearchContext) -> Evaluation:
-        pick_first_chain(ctx)
+        pick_first_chain(ctx, self.begin(ctx))
         return ctx.best
 
 
-def pick_first_chain(ctx: SearchContext) -> None:
-    """Evaluate the pick-first chain from the root until it stops, repeats a state, fails, or
-    time runs out (beam search seeds itself with it too)."""
-    state, seen = ctx.root, {ctx.root.key}
+def pick_first_chain(ctx: SearchContext, start: State | None = None) -> None:
+    """Evaluate the pick-first chain from `start` (default: the root) until it stops, repeats
+    a state, fails, or time runs out (beam search seeds itself with it too)."""
+    state = start if start is not None else ctx.root
+    seen = {state.key}
     for _ in range(ctx.max_steps):
         if ctx.out_of_time():
             return
@@ -51,24 +52,25 @@ class Exhaustive(Strategy):
 
     name = "exhaustive"
 
-    def __init__(self, max_vectors: int = 32):
-        super().__init__()
+    def __init__(self, max_vectors: int = 32, **aim):
+        super().__init__(**aim)
         self.max_vectors = max_vectors
 
-    def vectors(self, exp):
+    def vectors(self, exp, ctx: SearchContext):
         if exp.size - 1 <= self.max_vectors:
             return all_vectors(exp.dims)
         first = pick_first_vector(exp.dims)
-        return itertools.chain([first] if not is_stop(first) else [], one_hot_vectors(exp.dims))
+        return itertools.chain([first] if not is_stop(first) else [], ctx.singles(exp))
 
     def search(self, ctx: SearchContext) -> Evaluation:
-        state, state_ratio = ctx.root, 1.0
+        state = self.begin(ctx)
+        state_ratio = ctx.start_ratio
         for _ in range(ctx.max_steps):
             exp = ctx.expand(state)
             if not exp.dims or ctx.out_of_time():
                 break
             step_best = None
-            for vec in self.vectors(exp):
+            for vec in self.vectors(exp, ctx):
                 if ctx.out_of_time():
                     break
                 child = ctx.child(exp, vec)

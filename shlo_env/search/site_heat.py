@@ -1,0 +1,184 @@
+"""Which decision sites sit where the time goes: a static, compile-free estimate.
+
+A search with a small budget evaluates only a few candidates per state, so the order in which
+it tries the single rewrites matters. This module gives every alternatives op (a *site*) a
+weight: the estimated time of the ops its rewrite replaces or feeds from, so strategies can try
+rewrites on hot ops (dots, convolutions, big reductions, anything inside a loop) first.
+
+The estimate is a roofline-style cost per StableHLO op, read from the types alone (no compile,
+no run, a few milliseconds per program):
+
+    time(op) = flops(op) / PEAK_FLOPS + bytes(op) / PEAK_BYTES     (relative, not seconds)
+
+with dot_general flops = 2 x result elements x contracted size, convolution flops =
+2 x result elements x kernel window x input features per group, one flop per result element
+for other compute ops, and bytes = operands + results. Ops in a `while` body count once per
+iteration (the static trip count when the loop is a counted one, else `DEFAULT_TRIPS`). Only
+the order matters: the measured per-kernel profile (`shlo_env.profile`) ranks the corpus's
+categories the same way (dots first, then elementwise, reductions; see docs/hotspots.md), at the
+cost of a compile and a profiled run, which a budget of a few seconds cannot spend.
+
+A site's weight is the estimated time of the ops defining its root values plus the ops
+producing their operands (one level up: a rewrite of `dot + bias` changes the fusion of the dot
+it consumes), each counted once; a loop or conditional among them brings its whole body
+(unrolling or hoisting changes all of it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from jaxlib.mlir import ir
+
+from shlo_env.driver import walk_ops
+from shlo_env.tensor_types import UnsupportedType, nbytes, num_elements
+
+PEAK_FLOPS = 50e9  # nominal CPU rates: only their ratio (flops per byte) affects the order
+PEAK_BYTES = 20e9
+DEFAULT_TRIPS = 10  # iterations assumed for a loop whose trip count is not static
+
+# Ops that cost (almost) nothing at run time: XLA turns them into bitcasts, folds or elides them.
+FREE_OPS = frozenset({
+    "stablehlo.constant", "stablehlo.reshape", "stablehlo.bitcast_convert", "stablehlo.tuple",
+    "stablehlo.get_tuple_element", "stablehlo.return", "stablehlo.optimization_barrier",
+    "stablehlo.while", "stablehlo.case", "stablehlo.if", "func.return", "func.call", "shlo_env.yield",
+    "shlo_env.alternatives",
+})
+
+
+def _size(value_or_type) -> tuple[int, int]:
+    """(elements, bytes) of a ranked static tensor, (0, 0) for anything else."""
+    t = value_or_type.type if isinstance(value_or_type, ir.Value) else value_or_type
+    try:
+        return num_elements(t), nbytes(t)
+    except (UnsupportedType, ValueError, TypeError):
+        return 0, 0
+
+
+def _contracted(op: ir.Operation) -> int:
+    """Elements summed per output element of a dot_general or convolution (1 if unknown)."""
+    from jaxlib.mlir.dialects import stablehlo
+
+    try:
+        if op.name == "stablehlo.dot_general":
+            dims = stablehlo.DotDimensionNumbers(op.attributes["dot_dimension_numbers"])
+            shape = ir.RankedTensorType(op.operands[0].type).shape
+            return math.prod(shape[d] for d in dims.lhs_contracting_dimensions)
+        if op.name == "stablehlo.dot":
+            return ir.RankedTensorType(op.operands[0].type).shape[-1]
+        if op.name == "stablehlo.convolution":
+            kernel = ir.RankedTensorType(op.operands[1].type).shape
+            out = ir.RankedTensorType(op.results[0].type).shape
+            # kernel elements / output features = window x input features per group
+            return max(1, math.prod(kernel) // max(1, out[-1] if len(out) else 1))
+    except (KeyError, ValueError, IndexError, TypeError):
+        pass
+    return 1
+
+
+def op_time(op: ir.Operation) -> float:
+    """The relative estimated time of one execution of `op` (0 for free ops)."""
+    if op.name in FREE_OPS:
+        return 0.0
+    out_elems, out_bytes = 0, 0
+    for r in op.results:
+        e, b = _size(r)
+        out_elems, out_bytes = out_elems + e, out_bytes + b
+    in_bytes = sum(_size(v)[1] for v in op.operands)
+    flops = out_elems * (2 * _contracted(op) if op.name in (
+        "stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution") else 1)
+    if op.name in ("stablehlo.reduce", "stablehlo.reduce_window"):
+        flops = sum(_size(v)[0] for v in op.operands)
+    return flops / PEAK_FLOPS + (in_bytes + out_bytes) / PEAK_BYTES
+
+
+def _trips(loop: ir.Operation) -> int:
+    from shlo_env.patterns.base import static_trip_count
+
+    try:
+        info = static_trip_count(loop)
+    except Exception:  # noqa: BLE001 - an unreadable loop gets the default, never an error
+        info = None
+    return max(1, info.trips) if info is not None else DEFAULT_TRIPS
+
+
+def multiplier(op: ir.Operation, trips: dict | None = None) -> float:
+    """How many times `op` runs per program run: the product of its enclosing loops' trips."""
+    m = 1.0
+    parent = op.parent
+    while parent is not None and parent.name not in ("func.func", "builtin.module"):
+        if parent.name == "stablehlo.while":
+            key = parent
+            if trips is not None and key in trips:
+                n = trips[key]
+            else:
+                n = _trips(parent)
+                if trips is not None:
+                    trips[key] = n
+            m *= n
+        parent = parent.parent
+    return m
+
+
+_REGION_BODIES = frozenset({"stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.sort",
+                            "stablehlo.scatter", "stablehlo.select_and_scatter", "stablehlo.map"})
+
+
+def _blocks_time(blocks, trips: dict) -> float:
+    total = 0.0
+    for block in blocks:
+        for op in walk_ops(block):
+            if op.parent is not None and op.parent.name in _REGION_BODIES:
+                continue  # scalar combiner bodies: counted in their op
+            total += op_time(op) * multiplier(op, trips)
+    return total
+
+
+def program_time(body: ir.Block) -> float:
+    """The estimated time of a whole block (loops counted per iteration): the normalizer."""
+    return _blocks_time([body], {})
+
+
+def _site_op_time(op: ir.Operation, trips: dict) -> float:
+    """An op's time in a site; a loop or conditional brings the time of everything it runs
+    (unrolling or hoisting acts on the whole body)."""
+    t = op_time(op) * multiplier(op, trips)
+    if op.name in ("stablehlo.while", "stablehlo.case", "stablehlo.if"):
+        t += _blocks_time([b for r in op.regions for b in r.blocks], trips)
+    return t
+
+
+def _owner(value: ir.Value) -> ir.Operation | None:
+    """The op defining `value` (None for a block argument)."""
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    return owner.operation
+
+
+def site_weights(alts: Sequence) -> list[float]:
+    """Per alternatives op (a `driver.list_alternatives` entry): the estimated time of the ops
+    around its rewrite (see the module docstring). Same order as `alts`."""
+    weights: list[float] = []
+    trips: dict = {}
+    for a in alts:
+        op = a.op
+        roots = list(op.operands)[:len(op.results)]
+        touched: dict = {}
+        for v in roots:
+            owner = _owner(v)
+            if owner is None:
+                continue
+            touched[owner] = None
+            for x in owner.operands:
+                up = _owner(x)
+                if up is not None:
+                    touched[up] = None
+        weights.append(sum((_site_op_time(o, trips) for o in touched), 0.0))
+    return weights
+
+
+def hot_order(weights: Sequence[float]) -> list[int]:
+    """Indices by decreasing weight; equal weights keep their program order."""
+    return sorted(range(len(weights)), key=lambda i: -weights[i])

@@ -1,0 +1,155 @@
+"""A search that aims: the XLA option screen and hot-site ordering (`shlo_env.search.option_screen`,
+`shlo_env.search.site_heat`). Timings are modelled (`ModelWorker` of test_search.py): exact and
+repeatable, so the tests assert what is reached and in which order, never how fast."""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import numpy as np
+import pytest
+from test_search import ModelWorker, make_ctx
+
+import shlo_env as se
+from shlo_env import xla_options
+from shlo_env.import_ import ir_scope
+from shlo_env.search import get_strategy, option_screen, site_heat
+from shlo_env.search.beam import Beam
+from shlo_env.search.mcts import FactorizedMCTS
+
+FAST = "xla_cpu_enable_concurrency_optimized_scheduler=true"  # EXACT tier: verified bitwise
+OTHER = "xla_cpu_parallel_codegen_split_count=8"
+
+
+def cold_then_hot(x, A, B):
+    """A tiny elementwise site first in program order, then a 128^3 dot site."""
+    small = x / 2.0
+    big = (A @ B).T
+    return small, big
+
+
+def loop_then_straight(x, h):
+    """The same rewrite outside and inside an 8-trip loop."""
+    return x / 2.0, jax.lax.fori_loop(0, 8, lambda i, c: c / 2.0, h)
+
+
+PATTERNS = ["transpose_of_dot", "div_by_power_of_two"]
+RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(scope="module")
+def hot_program():
+    return se.lower(cold_then_hot, *[RNG.standard_normal(s).astype(np.float32) for s in [(8,), (128, 128), (128, 128)]])
+
+
+def labels_of(exp, vec):
+    return [d.labels[c] for d, c in zip(exp.dims, vec) if c]
+
+
+# --- site heat -----------------------------------------------------------------------------------
+
+def test_hot_sites_come_first(hot_program):
+    ctx, _ = make_ctx(hot_program, patterns=PATTERNS)
+    exp = ctx.expand(ctx.root)
+    assert [d.labels[1] for d in exp.dims] == ["div_by_power_of_two", "transpose_of_dot"]  # program order
+    heat = ctx.heat(exp)
+    assert heat[1] > 100 * heat[0]  # a 128^3 dot against 8 divides
+    assert labels_of(exp, next(ctx.singles(exp))) == ["transpose_of_dot"]
+    ctx.hot_first = False
+    assert labels_of(exp, next(ctx.singles(exp))) == ["div_by_power_of_two"]
+
+
+def test_loop_body_ops_count_per_iteration():
+    program = se.lower(loop_then_straight, *[RNG.standard_normal(64).astype(np.float32) for _ in range(2)])
+    ctx, _ = make_ctx(program, patterns=["div_by_power_of_two"])
+    exp = ctx.expand(ctx.root)
+    heat = ctx.heat(exp)
+    assert len(heat) == 2
+    inside, outside = max(heat), min(heat)
+    assert inside == pytest.approx(8 * outside)  # same op, 8 static trips
+    with ir_scope():
+        total = site_heat.program_time(program.body)
+    assert total >= inside + outside
+
+
+def test_hot_order_is_stable():
+    assert site_heat.hot_order([1.0, 3.0, 1.0, 3.0]) == [1, 3, 0, 2]
+
+
+def test_beam_tries_the_hot_single_right_after_pick_first(hot_program):
+    ctx, _ = make_ctx(hot_program, patterns=PATTERNS)
+    exp = ctx.expand(ctx.root)
+    vecs = list(itertools.islice(Beam().child_vectors(exp, ctx), 3))
+    assert labels_of(exp, vecs[0]) == ["div_by_power_of_two", "transpose_of_dot"]  # pick-first
+    assert labels_of(exp, vecs[1]) == ["transpose_of_dot"]
+
+
+def test_mcts_first_simulation_takes_the_hottest_single(hot_program):
+    ctx, _ = make_ctx(hot_program, patterns=PATTERNS, max_steps=1)
+    mcts = FactorizedMCTS(budget=1, min_budget=1, seed_hot=1, seed_pick_first=False)
+    mcts.search(ctx)
+    evaluated = [ev for key, ev in ctx.evaluator.cache.items() if key != ctx.evaluator.original_key]
+    assert [ev.applied for ev in evaluated] == [("transpose_of_dot",)]
+
+
+# --- the option screen ---------------------------------------------------------------------------
+
+def test_priority_names_real_cpu_option_tokens():
+    assert set(option_screen.PRIORITY) == set(xla_options.candidate_options("cpu"))
+
+
+def test_screen_order_puts_known_movers_first():
+    tokens = ["a=1", OTHER, option_screen.PRIORITY[0], "b=2"]
+    assert option_screen.ordered(tokens) == [option_screen.PRIORITY[0], OTHER, "a=1", "b=2"]
+
+
+@pytest.mark.parametrize("name", ["beam", "mcts", "random", "exhaustive", "pick-first"])
+def test_a_faster_option_is_the_start_after_few_candidates(name, hot_program):
+    worker = ModelWorker(pass_factor={FAST: 0.5})
+    ctx, _ = make_ctx(hot_program, worker, patterns=PATTERNS, passes=(OTHER, FAST))
+    strategy = get_strategy(name)
+    start = strategy.begin(ctx)
+    assert start.passes == (FAST,) and start.hash == ctx.root.hash
+    assert ctx.start_ratio == pytest.approx(0.5)
+    assert ctx.evaluator.stats.evaluated <= 2  # only screened options that looked faster are evaluated
+    screen = strategy.info["option_screen"]
+    assert screen["chosen"] == FAST and set(screen["screen_ratios"]) == {FAST, OTHER}
+    best = strategy.search(ctx)  # begin again is a no-op: the start stays
+    assert FAST in best.passes and best.ratio <= 0.5
+
+
+def test_no_start_move_without_a_verified_gain(hot_program):
+    worker = ModelWorker(pass_factor={FAST: 1.3})
+    ctx, _ = make_ctx(hot_program, worker, patterns=PATTERNS, passes=(FAST,))
+    start = Beam().begin(ctx)
+    assert start is ctx.root and ctx.start_ratio == 1.0
+    assert ctx.evaluator.stats.evaluated == 0  # a slower screen ratio is not even verified
+
+
+def test_screen_can_be_turned_off(hot_program):
+    worker = ModelWorker(pass_factor={FAST: 0.5})
+    ctx, _ = make_ctx(hot_program, worker, patterns=PATTERNS, passes=(FAST,))
+    beam = Beam(screen_options=False)
+    assert beam.begin(ctx) is ctx.root
+    assert "option_screen" not in beam.info
+    assert not any(k[0] == "time" for k in worker.calls)
+
+
+def test_no_options_offered_means_no_screen(hot_program):
+    worker = ModelWorker(pass_factor={"some-pass": 0.5})
+    ctx, _ = make_ctx(hot_program, worker, patterns=PATTERNS, passes=("some-pass",))
+    beam = Beam()
+    assert beam.begin(ctx) is ctx.root  # passes are not options: the search toggles them itself
+    assert "option_screen" not in beam.info
+
+
+def test_optimize_program_returns_the_screened_option(hot_program):
+    from shlo_env.search.runner import optimize_program
+
+    worker = ModelWorker(pass_factor={FAST: 0.5})
+    res = optimize_program(hot_program, patterns=["div_by_power_of_two"], budget_s=60, xla_options=[OTHER, FAST],
+                           worker=worker, strategy="beam", strategy_options={"expand_budget": 2, "max_expansions": 1})
+    assert FAST in res.disabled_passes and res.ratio <= 0.5
+    assert res.strategy_info["option_screen"]["chosen"] == FAST
+    assert res.decisions and len(res.decisions) >= 1  # the option step is a recorded decision
