@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from shlo_env import xla_options
 from shlo_env.search.passes import normalize
+from shlo_env.timing import TimingPolicy
 from shlo_env.worker import CandidateError
 
 if TYPE_CHECKING:
@@ -81,8 +82,12 @@ def _timeout(ctx: SearchContext) -> float | None:
     return None if hard is None else max(0.5, hard - time.perf_counter())
 
 
-def screen(ctx: SearchContext, *, share: float = 0.35, first_chunk: int = 1, runs: int = 5, warmup: int = 2,
-           min_seconds: float = 0.05, verify_top: int = 2) -> Screen:
+# Screen ratios only rank the options (the best are then evaluated like any candidate): short timings.
+SCREEN_TIMING = TimingPolicy(runs=5, warmup=2, min_seconds=0.05)
+
+
+def screen(ctx: SearchContext, *, share: float = 0.35, first_chunk: int = 1, timing: TimingPolicy = SCREEN_TIMING,
+           verify_top: int = 2) -> Screen:
     """Screen the option actions offered at the root (see the module docstring); sets
     `ctx.start` to the best verified option state when one beats the noise threshold."""
     out = Screen()
@@ -90,9 +95,6 @@ def screen(ctx: SearchContext, *, share: float = 0.35, first_chunk: int = 1, run
     position = {exp.passes[d.index]: i for i, d in enumerate(exp.dims) if d.kind == "pass"}
     tokens = ordered(t for t in exp.passes if xla_options.is_option(t))
     if not tokens or ctx.out_of_time():
-        return out
-    if not hasattr(ctx.evaluator.worker, "time_each"):  # the evaluator cannot time options either
-        out.stopped = "this worker cannot time programs compiled with different options"
         return out
     t0 = time.perf_counter()
     allowance = share * ctx.time_left()
@@ -112,13 +114,13 @@ def screen(ctx: SearchContext, *, share: float = 0.35, first_chunk: int = 1, run
         started = time.perf_counter()
         items = [base] + [(ev.baseline_text, normalize(ev.disabled_passes + (t,))) for t in chunk]
         try:
-            timings = ev.worker.time_each(items, key, runs, warmup, min_seconds, timeout_s=_timeout(ctx))
+            timings = ev.worker.time_each(items, key, timing, timeout_s=_timeout(ctx))
         except CandidateError as e:  # a compile XLA rejects, or the deadline: the search may still try them
             out.stopped = f"{e.kind}: {e.message}"[:200]
             break
         per_token = (time.perf_counter() - started) / len(chunk)
-        for t, timing in zip(chunk, timings[1:]):
-            out.tried[t] = timing.full / timings[0].full
+        for t, measured in zip(chunk, timings[1:]):
+            out.tried[t] = measured.full / timings[0].full
         i += len(chunk)
 
     best: tuple[float, State] | None = None

@@ -94,7 +94,7 @@ def op_time(op: ir.Operation) -> float:
 
 
 def _trips(loop: ir.Operation) -> int:
-    from shlo_env.patterns.base import static_trip_count
+    from shlo_env.patterns.loop_analysis import static_trip_count
 
     try:
         info = static_trip_count(loop)
