@@ -27,7 +27,7 @@ import sys
 import time
 
 from shlo_env import corpus
-from shlo_env.search.runner import optimize_program
+from shlo_env.search.runner import SearchOptions, optimize_program
 
 VARIANTS = {"before": {"screen_options": False, "hot_first": False}, "after": {}}
 
@@ -40,8 +40,8 @@ def run(names: list[str], budget: float, xla_options: bool, out: str | None) -> 
         for variant in order:
             load = os.getloadavg()[0]
             t0 = time.perf_counter()
-            res = optimize_program(program, budget_s=budget, xla_options=xla_options,
-                                   strategy_options=VARIANTS[variant], name=name)
+            res = optimize_program(program, SearchOptions(budget_s=budget, xla_options=xla_options,
+                                                          strategy_options=VARIANTS[variant], name=name))
             row = {"program": name, "variant": variant, "budget": budget, "xla_options": xla_options,
                    "ratio": res.ratio, "returned": ", ".join(list(res.applied) + list(res.disabled_passes)),
                    "candidates": res.candidates_evaluated, "strategy": res.strategy, "threshold": res.threshold,

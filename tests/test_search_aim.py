@@ -145,11 +145,12 @@ def test_no_options_offered_means_no_screen(hot_program):
 
 
 def test_optimize_program_returns_the_screened_option(hot_program):
-    from shlo_env.search.runner import optimize_program
+    from shlo_env.search.runner import SearchOptions, optimize_program
 
     worker = ModelWorker(pass_factor={FAST: 0.5})
-    res = optimize_program(hot_program, patterns=["div_by_power_of_two"], budget_s=60, xla_options=[OTHER, FAST],
-                           worker=worker, strategy="beam", strategy_options={"expand_budget": 2, "max_expansions": 1})
+    options = SearchOptions(patterns=["div_by_power_of_two"], budget_s=60, xla_options=[OTHER, FAST], strategy="beam",
+                            strategy_options={"expand_budget": 2, "max_expansions": 1})
+    res = optimize_program(hot_program, options, worker=worker)
     assert FAST in res.disabled_passes and res.ratio <= 0.5
     assert res.strategy_info["option_screen"]["chosen"] == FAST
     assert res.decisions and len(res.decisions) >= 1  # the option step is a recorded decision
