@@ -31,6 +31,7 @@ import os
 import random
 import time
 from collections.abc import Iterator, Sequence
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -240,7 +241,7 @@ def export(out_dir: str | os.PathLike, *, db_path: str | os.PathLike = "results/
             "cand_program", "cand_decisions", "cand_ratio", "cand_tier", "cand_flops", "cand_bytes",
             "cand_transcendentals", "cand_live", "node_offsets", "edge_offsets", "orig_flops", "orig_bytes",
             "orig_live", "prog_noise", "cand_confirm_ratio", "cand_same_executable")}
-        meta_programs = []
+        meta_programs: list[dict] = []
         n_nodes = n_edges = 0
         for ds, uri, h, source, cands in programs:
             _, g = program_graph(uri)
@@ -292,7 +293,7 @@ def _f(x) -> float:
     return float("nan") if x is None else float(x)
 
 
-def _stack(a: dict[str, list]) -> dict[str, np.ndarray]:
+def _stack(a: dict[str, list]) -> dict[str, Any]:
     cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)  # noqa: E731
     from shlo_env.observe import NODE_FEATURES
     return {

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -60,7 +61,8 @@ def batch_from_split(split, programs=None) -> Batch:
     from shlo_env.learn.dataset import label
 
     a = split.arrays
-    xs, ops, lives, copies, srcs, dsts, cp, cr, co = [], [], [], [], [], [], [], [], []
+    xs, ops, lives, copies, srcs, dsts, cr, co = [], [], [], [], [], [], [], []
+    cp: list[int] = []
     base = 0
     for p in (range(len(split)) if programs is None else programs):
         n0, n1 = int(a["node_offsets"][p]), int(a["node_offsets"][p + 1])
@@ -205,13 +207,14 @@ def train(batch: Batch, *, steps: int = 300, lr: float = 3e-3, seed: int = 0, mi
 
 
 def predict(params, norm, batch: Batch) -> np.ndarray:
-    return np.asarray(scores(params, norm, *arrays(batch), batch.num_copies))
+    x, opcode, live, copy, src, dst = arrays(batch)
+    return np.asarray(scores(params, norm, x, opcode, live, copy, src, dst, batch.num_copies))
 
 
 def save(path, params: dict, norm: tuple, info: dict | None = None) -> Path:
     import json
 
-    out = {f"param/{k}": np.asarray(v, np.float32) for k, v in params.items()}
+    out: dict[str, Any] = {f"param/{k}": np.asarray(v, np.float32) for k, v in params.items()}
     out["norm/mean"], out["norm/std"] = np.asarray(norm[0], np.float32), np.asarray(norm[1], np.float32)
     out["info"] = np.asarray(json.dumps(info or {}))
     np.savez_compressed(path, **out)
