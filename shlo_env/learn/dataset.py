@@ -1,9 +1,9 @@
 """The measurement dataset: (program, decision vector, measured runtime ratio, tier) rows.
 
     shlo-env dataset build --datasets inst-10-20 --max-programs 20 --max-candidates 8
-    shlo-env dataset export --out data/learned-v1
+    shlo-env dataset export --out data/learned-v2
     from shlo_env.learn import dataset
-    ds = dataset.load("data/learned-v1", "train")   # a Split
+    ds = dataset.load("data/learned-v2", "train")   # a Split
     g = ds.graph(0)                                  # shlo_env.observe.Graph of program 0 (augmented)
     ds.candidates(0)                                 # its rows: decisions, ratio, tier, flops, bytes
 
