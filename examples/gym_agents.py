@@ -21,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 
 import shlo_env.gym_env  # noqa: F401  (registers shlo_env/Rewrite-v0)
+from shlo_env.learn.policy import pick_first_agent, random_agent
 
 
 def default_programs() -> str:
@@ -34,17 +35,8 @@ def default_programs() -> str:
         return "random"
 
 
-def random_policy(env, obs, info):
-    """Uniform over the choices each alternatives op has (the action mask)."""
-    return env.action_space.sample(mask=tuple(info["action_mask"]))
-
-
-def pick_first_policy(env, obs, info):
-    """The HloEnv paper's pick-first: choice 1 wherever an alternatives op has one."""
-    return (info["action_mask"].sum(axis=1) > 1).astype(np.int64)
-
-
-POLICIES = {"random": random_policy, "pick-first": pick_first_policy}
+# uniform over each alternatives op's choices; the HloEnv paper's pick-first (choice 1 everywhere)
+POLICIES = {"random": random_agent, "pick-first": pick_first_agent}
 
 
 def run_episodes(env, policy, episodes: int, seed: int = 0) -> list[dict]:

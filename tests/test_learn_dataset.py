@@ -102,11 +102,19 @@ def test_eval_reports_model_and_baselines_on_the_same_programs(built):
     assert report["val"] == {"programs": 0}
 
 
-def test_shipped_export_loads():
+@pytest.mark.parametrize("version", ["learned-v1", "learned-v2"])
+def test_shipped_export_loads(version):
     from pathlib import Path
 
-    data = Path(__file__).parent.parent / "data" / "learned-v1"
+    data = Path(__file__).parent.parent / "data" / version
     split = dataset.load(data, "test")
     assert len(split) > 0 and split.num_candidates == sum(p["num_candidates"] for p in split.programs)
     assert set(p["source"] for p in split.programs).isdisjoint(
         p["source"] for p in dataset.load(data, "train").programs)
+    c = split.candidates(0)
+    if version == "learned-v2":  # the label noise is recorded: every program's, and re-times where timed
+        assert np.isfinite(split.arrays["prog_noise"]).all()
+        timed = ~split.arrays["cand_same_executable"]
+        assert np.isfinite(split.arrays["cand_confirm_ratio"][timed]).all()
+    else:
+        assert np.isnan(c["confirm_ratio"]).all() and np.isnan(c["noise"]).all()

@@ -84,3 +84,20 @@ def test_shipped_weights_resolve_inside_the_package_and_load():
     assert info["format_version"] >= 1 and info["final_loss"] < info["first_loss"]
     assert params["w_in"].shape[0] == len(observe.NODE_FEATURES) == norm[0].shape[0]
     assert shlo_env.__file__  # the package that the weights were resolved in
+
+
+def test_metrics_above_noise_ignore_pairs_within_the_noise():
+    truth = np.array([1.00, 1.01, 1.30])
+    pred = np.array([2.0, 1.0, 3.0])  # orders the 1 % pair wrongly, the 30 % pairs rightly
+    assert metrics.noise_gap(0.05) == pytest.approx(math.log1p(0.05))
+    assert metrics.noise_gap(math.nan) == metrics.MIN_GAP
+    within = metrics.per_program([(pred, truth)], [metrics.noise_gap(0.05)])
+    assert within["opa"] == 1.0 and within["tau_above_noise"] == 1.0
+    assert metrics.per_program([(pred, truth)], 0.0)["opa"] == pytest.approx(2 / 3)
+
+
+def test_label_is_the_geometric_mean_of_two_measurements():
+    from shlo_env.learn.dataset import label
+
+    c = {"ratio": np.array([0.81, 1.0, 1.2]), "confirm_ratio": np.array([1.0, np.nan, 1.2])}
+    np.testing.assert_allclose(label(c), [0.9, 1.0, 1.2])

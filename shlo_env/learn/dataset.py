@@ -1,9 +1,9 @@
 """The measurement dataset: (program, decision vector, measured runtime ratio, tier) rows.
 
     shlo-env dataset build --datasets inst-10-20 --max-programs 20 --max-candidates 8
-    shlo-env dataset export --out data/learned-v1
+    shlo-env dataset export --out data/learned-v2
     from shlo_env.learn import dataset
-    ds = dataset.load("data/learned-v1", "train")   # a Split
+    ds = dataset.load("data/learned-v2", "train")   # a Split
     g = ds.graph(0)                                  # shlo_env.observe.Graph of program 0 (augmented)
     ds.candidates(0)                                 # its rows: decisions, ratio, tier, flops, bytes
 
@@ -31,11 +31,13 @@ import os
 import random
 import time
 from collections.abc import Iterator, Sequence
+from typing import Any
 from pathlib import Path
 
 import numpy as np
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2 adds the label-noise arrays (prog_noise, cand_confirm_ratio, cand_same_executable)
+READABLE_VERSIONS = (1, 2)
 STRATEGY = "dataset"
 SPLITS = ("train", "val", "test")
 DEFAULT_FRACTIONS = (0.6, 0.2, 0.2)
@@ -104,13 +106,17 @@ def _row_key(config: dict, decisions: Sequence[int]) -> str:
 
 def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLike = "results/shlo_env.sqlite",
           max_programs: int = 20, max_candidates: int = 8, max_seconds: float = 600.0, seed: int = 0,
-          runs: int = 10, min_seconds: float = 0.05, log=print) -> dict:
+          runs: int = 10, min_seconds: float = 0.05, confirm: bool = True, log=print) -> dict:
     """Measure candidates into the results database; returns counts. Bounded by `max_programs`
     per dataset, `max_candidates` per program and `max_seconds` overall; resumes (rows already
-    there are skipped)."""
+    there are skipped).
+
+    Label noise is recorded with every row: `noise` is the program's original timed against
+    itself (median |1 - ratio| of 3 side-by-side timings), and with `confirm` each candidate
+    with its own executable is timed a second, independent time (`confirm_ratio`)."""
     from shlo_env import corpus, driver
     from shlo_env.hashing import dag_hash
-    from shlo_env.results_db import ResultsDB, environment, now_iso
+    from shlo_env.results_db import ResultsDB, _num, environment, now_iso
     from shlo_env.search.evaluator import Evaluator
     from shlo_env.timing import SEARCH
     from shlo_env.worker import Worker
@@ -118,7 +124,7 @@ def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLi
     if max_programs < 1:
         raise DatasetError(f"max_programs must be >= 1, got {max_programs}")
     config = {"kind": "dataset", "version": FORMAT_VERSION, "seed": seed, "runs": runs,
-              "min_seconds": min_seconds}
+              "min_seconds": min_seconds, "confirm": confirm}
     deadline = time.monotonic() + max_seconds
     counts = {"programs": 0, "measured": 0, "skipped": 0, "failed": 0, "stopped_by_time": False}
     env = environment()
@@ -143,6 +149,7 @@ def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLi
                 info = {"name": entry.name, "metadata": {"source": source_of(entry), **entry.metadata}}
                 with Evaluator(program, worker=worker, timing=SEARCH.with_(runs=runs, min_seconds=min_seconds), seed=seed) as ev:
                     cost_o = ev.cost(program)
+                    noise = ev.measure_noise(repeats=3)
                     for vec in todo:
                         if time.monotonic() > deadline:
                             counts["stopped_by_time"] = True
@@ -152,12 +159,17 @@ def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLi
                             cand = driver.apply(augmented, vec)
                             res = ev.evaluate(cand)
                             cost = ev.cost(cand)
+                            again = (ev.retime(res) if confirm and res.ok and res.timed
+                                     and not res.same_executable_as else None)
                             status, error = ("ok", "") if res.ok and res.timed else ("error", res.error or "not timed")
                         except Exception as e:  # noqa: BLE001  a failed candidate is a row, not a crash
-                            res, cost, status, error = None, {}, "error", f"{type(e).__name__}: {e}"
+                            res, cost, again, status, error = None, {}, None, "error", f"{type(e).__name__}: {e}"
                         counts["measured" if status == "ok" else "failed"] += 1
-                        db.add_measurement(_row(ds, entry, h, config, vec, env, res, cost, cost_o, status, error,
-                                                len(alts), started, now_iso()),
+                        row = _row(ds, entry, h, config, vec, env, res, cost, cost_o, status, error,
+                                   len(alts), started, now_iso())
+                        row.update(noise=_num(noise), confirm_ratio=_num(again),
+                                   identical=int(bool(res is not None and res.same_executable_as)))
+                        db.add_measurement(row,
                                            program={"hash": h, **_program_info(program, info)})
                 log(f"{entry.uri}: {len(todo)} candidates measured ({len(alts)} alternatives)")
     return counts
@@ -229,8 +241,8 @@ def export(out_dir: str | os.PathLike, *, db_path: str | os.PathLike = "results/
             "node_features", "node_opcode", "node_alt", "node_choice", "edge_src", "edge_dst",
             "cand_program", "cand_decisions", "cand_ratio", "cand_tier", "cand_flops", "cand_bytes",
             "cand_transcendentals", "cand_live", "node_offsets", "edge_offsets", "orig_flops", "orig_bytes",
-            "orig_live")}
-        meta_programs = []
+            "orig_live", "prog_noise", "cand_confirm_ratio", "cand_same_executable")}
+        meta_programs: list[dict] = []
         n_nodes = n_edges = 0
         for ds, uri, h, source, cands in programs:
             _, g = program_graph(uri)
@@ -253,6 +265,7 @@ def export(out_dir: str | os.PathLike, *, db_path: str | os.PathLike = "results/
             arrays["orig_flops"].append(_f(cands[0]["flops_original"]))
             arrays["orig_bytes"].append(_f(cands[0]["bytes_original"]))
             arrays["orig_live"].append(live_nodes(g))
+            arrays["prog_noise"].append(_f(cands[0].get("noise")))
             n_nodes += g.num_nodes
             n_edges += g.num_edges
             for c in cands:
@@ -265,6 +278,8 @@ def export(out_dir: str | os.PathLike, *, db_path: str | os.PathLike = "results/
                 arrays["cand_bytes"].append(_f(c["bytes_best"]))
                 arrays["cand_transcendentals"].append(_f(c["transcendentals_best"]))
                 arrays["cand_live"].append(live_nodes(g, vec))
+                arrays["cand_confirm_ratio"].append(_f(c.get("confirm_ratio")))
+                arrays["cand_same_executable"].append(bool(c.get("identical")))
         arrays["node_offsets"].append(n_nodes)
         arrays["edge_offsets"].append(n_edges)
         np.savez_compressed(out / f"{split}.npz", **_stack(arrays))
@@ -279,7 +294,7 @@ def _f(x) -> float:
     return float("nan") if x is None else float(x)
 
 
-def _stack(a: dict[str, list]) -> dict[str, np.ndarray]:
+def _stack(a: dict[str, list]) -> dict[str, Any]:
     cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)  # noqa: E731
     from shlo_env.observe import NODE_FEATURES
     return {
@@ -297,6 +312,9 @@ def _stack(a: dict[str, list]) -> dict[str, np.ndarray]:
         "cand_flops": np.asarray(a["cand_flops"], np.float64), "cand_bytes": np.asarray(a["cand_bytes"], np.float64),
         "cand_transcendentals": np.asarray(a["cand_transcendentals"], np.float64),
         "cand_live": cat(a["cand_live"], bool),
+        "prog_noise": np.asarray(a["prog_noise"], np.float64),
+        "cand_confirm_ratio": np.asarray(a["cand_confirm_ratio"], np.float64),
+        "cand_same_executable": np.asarray(a["cand_same_executable"], bool),
     }
 
 
@@ -317,7 +335,9 @@ class Split:
         return len(self.arrays["cand_ratio"])
 
     def candidates(self, p: int) -> dict[str, np.ndarray]:
-        """Program p's rows: decisions (C, K) int, ratio, tier, flops, bytes, live (C, N) bool."""
+        """Program p's rows: decisions (C, K) int, ratio, tier, flops, bytes, live (C, N) bool, and
+        the label noise: confirm_ratio (a second timing; NaN when not re-timed or in version 1)
+        and noise (the program's original against itself, repeated per row; NaN in version 1)."""
         a = self.arrays
         idx = np.nonzero(a["cand_program"] == p)[0]
         n = int(a["node_offsets"][p + 1] - a["node_offsets"][p])
@@ -329,7 +349,9 @@ class Split:
                        dtype=np.int32).reshape(len(idx), k)
         return {"decisions": dec, "ratio": a["cand_ratio"][idx], "tier": a["cand_tier"][idx],
                 "flops": a["cand_flops"][idx], "bytes": a["cand_bytes"][idx],
-                "transcendentals": a["cand_transcendentals"][idx], "live": live}
+                "transcendentals": a["cand_transcendentals"][idx], "live": live,
+                "confirm_ratio": a["cand_confirm_ratio"][idx] if "cand_confirm_ratio" in a else np.full(len(idx), np.nan),
+                "noise": np.full(len(idx), a["prog_noise"][p] if "prog_noise" in a else np.nan)}
 
     def graph(self, p: int):
         """The `shlo_env.observe.Graph` of program p's augmented program (recomputed from its URI)."""
@@ -340,6 +362,14 @@ class Split:
         return g
 
 
+def label(c: dict[str, np.ndarray]) -> np.ndarray:
+    """The ratio a model learns and is scored on: the geometric mean of the two independent
+    measurements where the candidate was timed twice (version 2), else the one measurement."""
+    second = c["confirm_ratio"]
+    both = np.isfinite(second) & (second > 0)
+    return np.where(both, np.sqrt(c["ratio"] * np.where(both, second, 1.0)), c["ratio"])
+
+
 def load(path: str | os.PathLike, split: str) -> Split:
     if split not in SPLITS:
         raise DatasetError(f"unknown split {split!r}; one of {SPLITS}")
@@ -348,8 +378,9 @@ def load(path: str | os.PathLike, split: str) -> Split:
     if not meta_file.exists() or not npz_file.exists():
         raise DatasetError(f"no exported split {split!r} in {base} (run `shlo-env dataset export --out {base}`)")
     meta = json.loads(meta_file.read_text())
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise DatasetError(f"{meta_file}: format version {meta.get('format_version')}, this code reads {FORMAT_VERSION}")
+    if meta.get("format_version") not in READABLE_VERSIONS:
+        raise DatasetError(f"{meta_file}: format version {meta.get('format_version')}, this code reads "
+                           f"{READABLE_VERSIONS}")
     with np.load(npz_file) as z:
         arrays = {k: z[k] for k in z.files}
     return Split(arrays, meta)

@@ -18,6 +18,8 @@ def add_arguments(p) -> None:
     b.add_argument("--runs", type=int, default=10, help="timed runs per side-by-side measurement")
     b.add_argument("--min-seconds", type=float, default=0.05, help="minimum timing time per candidate")
     b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--no-confirm", dest="confirm", action="store_false",
+                   help="skip the second timing of each candidate (label noise then comes from --runs only)")
     e = sub.add_parser("export", help="write <split>.npz + <split>.json, split by source program")
     e.add_argument("--db", default="results/shlo_env.sqlite")
     e.add_argument("--out", required=True)
@@ -30,7 +32,8 @@ def run(args) -> int:
         if args.action == "build":
             out = dataset.build(datasets=args.datasets, db_path=args.db, max_programs=args.max_programs,
                                 max_candidates=args.max_candidates, max_seconds=args.max_seconds,
-                                runs=args.runs, min_seconds=args.min_seconds, seed=args.seed)
+                                runs=args.runs, min_seconds=args.min_seconds, seed=args.seed,
+                                confirm=args.confirm)
         else:
             out = dataset.export(args.out, db_path=args.db, fractions=args.fractions)
     except dataset.DatasetError as e:

@@ -19,6 +19,20 @@ def add_arguments(p) -> None:
     t.add_argument("--steps", type=int, default=300)
     t.add_argument("--lr", type=float, default=3e-3)
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--weight-decay", type=float, default=1e-3)
+    t.add_argument("--no-early-stopping", dest="early_stopping", action="store_false",
+                   help="return the last step instead of the one with the best validation tau")
+    pol = sub.add_parser("policy", help="train a REINFORCE policy on the gym env; evaluate it, pick-first and "
+                                        "random on held-out sub-graphs (shlo_env/learn/policy.py)")
+    pol.add_argument("--programs", default="inst-10-20")
+    pol.add_argument("--reward", default="cost_model")
+    pol.add_argument("--train-programs", type=int, default=40)
+    pol.add_argument("--eval-programs", type=int, default=20)
+    pol.add_argument("--updates", type=int, default=30)
+    pol.add_argument("--episodes-per-update", type=int, default=8)
+    pol.add_argument("--max-steps", type=int, default=4)
+    pol.add_argument("--seeds", type=int, nargs="+", default=[0], help="one policy trained per seed")
+    pol.add_argument("--eval-seeds", type=int, nargs="+", default=[0, 1])
     e = sub.add_parser("eval", help="Kendall tau / OPA per split vs XLA cost analysis and the roofline")
     e.add_argument("--data", required=True)
     e.add_argument("--weights", default=None, help="default: the weights shipped in the package")
@@ -47,14 +61,17 @@ def evaluate(data: str, weights=None) -> dict:
             continue
         batch = model.batch_from_split(split)
         pred = model.predict(params, norm, batch)
-        by = {"learned": [], "xla_cost_analysis": [], "roofline": []}
+        by: dict[str, list] = {"learned": [], "xla_cost_analysis": [], "roofline": []}
+        gaps = []
         for p in range(len(split)):
             c = split.candidates(p)
+            truth = dataset.label(c)
+            gaps.append(metrics.noise_gap(float(c["noise"][0]) if len(c["noise"]) else math.nan))
             mine = (batch.copy_program == p) & ~batch.copy_is_original
-            by["learned"].append((pred[mine], c["ratio"]))
+            by["learned"].append((pred[mine], truth))
             for k, s in baseline_scores(c).items():
-                by[k].append((s, c["ratio"]))
-        out[name] = {k: metrics.per_program(v) for k, v in by.items()}
+                by[k].append((s, truth))
+        out[name] = {k: metrics.per_program(v, gaps) for k, v in by.items()}
         out[name]["candidates"] = split.num_candidates
     return out
 
@@ -64,13 +81,32 @@ def run(args) -> int:
         train = dataset.load(args.data, "train")
         started = time.perf_counter()
         batch = model.batch_from_split(train)
-        params, norm, losses = model.train(batch, steps=args.steps, lr=args.lr, seed=args.seed, log=print)
+        val = model.batch_from_split(dataset.load(args.data, "val")) if args.early_stopping else None
+        kept: list[str] = []
+
+        def log(message: str) -> None:
+            print(message)
+            if message.startswith("kept"):  # the early-stopping step goes into the weights' info
+                kept.append(message)
+
+        params, norm, losses = model.train(batch, steps=args.steps, lr=args.lr, seed=args.seed,
+                                           weight_decay=args.weight_decay, val=val, log=log)
         info = {"data": str(args.data), "programs": len(train), "candidates": train.num_candidates,
-                "steps": args.steps, "lr": args.lr, "seed": args.seed, "final_loss": losses[-1],
+                "steps": args.steps, "lr": args.lr, "seed": args.seed, "weight_decay": args.weight_decay,
+                "early_stopping": kept[-1] if kept else None, "final_loss": losses[-1],
                 "first_loss": losses[0], "train_s": round(time.perf_counter() - started, 1),
                 "format_version": dataset.FORMAT_VERSION}
         model.save(args.out, params, norm, info)
         print(json.dumps(info, indent=1))
+        return 0
+    if args.action == "policy":
+        from shlo_env.learn import policy
+
+        out = policy.experiment(programs=args.programs, reward=args.reward, train_programs=args.train_programs,
+                                eval_programs=args.eval_programs, updates=args.updates,
+                                episodes_per_update=args.episodes_per_update, max_steps=args.max_steps,
+                                seeds=args.seeds, eval_seeds=args.eval_seeds)
+        print(json.dumps(out, indent=1))
         return 0
     print(json.dumps(evaluate(args.data, args.weights), indent=1))
     return 0

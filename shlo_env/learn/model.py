@@ -4,9 +4,16 @@ The input is the *augmented* program's graph (`shlo_env.observe`) and one decisi
 given as the mask of nodes that vector keeps live (`observe.live_nodes`): every candidate of a
 program shares the graph, only the mask differs, so the alternative structure is seen directly.
 
-    h0   = tanh(norm(x) @ W_in + E[opcode])                 x: observe.NODE_FEATURES (shapes, dtype, sizes, choice)
-    h_l  = tanh(h @ W_self + (sum over live in-edges h_src) @ W_in_msg + (sum over out-edges h_dst) @ W_out_msg)
-    s    = sum over live nodes of MLP(h_L)                    predicted log runtime (up to a per-program constant)
+    h0     = tanh(norm(x) @ W_in + E[opcode])               x: observe.NODE_FEATURES (shapes, dtype, sizes, choice)
+    h_l    = tanh(h @ W_self + (sum over live in-edges h_src) @ W_in_msg + (sum over out-edges h_dst) @ W_out_msg)
+    cost_i = (bytes_out_i + bytes_in_i + 1) * exp(MLP(h_L)_i)  a memory roofline per op, corrected by the network
+    s      = log(sum over live nodes of cost_i)             predicted log runtime
+
+The readout is an analytic estimate with a learned correction: at initialization (MLP output 0)
+`s` is the log of the bytes the live ops move, a graph-only roofline, and the ranking is that
+estimate's. Score differences are log runtime ratios, so every program is on the same scale
+(no per-program normalization needed). Training pulls the correction toward 0 (weight decay) and
+keeps the step with the best validation tau (early stopping).
 
 Trained with a pairwise logistic ranking loss over pairs of one program's candidates whose
 measured ratios differ by more than `min_gap` (log scale): only the order within a program is
@@ -18,15 +25,18 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from shlo_env.observe import OP_VOCAB
+from shlo_env.observe import NODE_FEATURES, OP_VOCAB
 
-HIDDEN = 32
+HIDDEN = 16
 LAYERS = 2
+_LOG2_BYTES = NODE_FEATURES.index("log2_bytes")
+_LOG2_IN_BYTES = NODE_FEATURES.index("log2_in_bytes")
 WEIGHTS = Path(__file__).parent / "weights.npz"
 
 
@@ -46,16 +56,20 @@ class Batch:
 
 
 def batch_from_split(split, programs=None) -> Batch:
-    """Every candidate of the chosen programs (and each program's original) as graph copies."""
+    """Every candidate of the chosen programs (and each program's original) as graph copies;
+    the ratios are `dataset.label` (both measurements where there are two)."""
+    from shlo_env.learn.dataset import label
+
     a = split.arrays
-    xs, ops, lives, copies, srcs, dsts, cp, cr, co = [], [], [], [], [], [], [], [], []
+    xs, ops, lives, copies, srcs, dsts, cr, co = [], [], [], [], [], [], [], []
+    cp: list[int] = []
     base = 0
     for p in (range(len(split)) if programs is None else programs):
         n0, n1 = int(a["node_offsets"][p]), int(a["node_offsets"][p + 1])
         e0, e1 = int(a["edge_offsets"][p]), int(a["edge_offsets"][p + 1])
         c = split.candidates(p)
         masks = [a["orig_live"][n0:n1]] + list(c["live"])
-        ratios = [1.0] + list(c["ratio"])
+        ratios = [1.0] + list(label(c))
         for k, (m, r) in enumerate(zip(masks, ratios)):
             xs.append(a["node_features"][n0:n1])
             ops.append(a["node_opcode"][n0:n1])
@@ -82,7 +96,7 @@ def init_params(key, num_features: int, hidden: int = HIDDEN, layers: int = LAYE
     glorot = lambda k, i, o: jax.random.normal(k, (i, o)) * math.sqrt(1.0 / i)  # noqa: E731
     p = {"w_in": glorot(next(ks), num_features, hidden), "emb": 0.1 * jax.random.normal(next(ks), (len(OP_VOCAB), hidden)),
          "b_in": jnp.zeros(hidden), "w_r1": glorot(next(ks), hidden, hidden), "b_r1": jnp.zeros(hidden),
-         "w_r2": glorot(next(ks), hidden, 1)}
+         "w_r2": jnp.zeros((hidden, 1))}  # correction 0 at start: the bytes roofline
     for i in range(layers):
         p[f"w_self{i}"] = glorot(next(ks), hidden, hidden)
         p[f"w_min{i}"] = glorot(next(ks), hidden, hidden) * 0.5
@@ -102,8 +116,11 @@ def scores(params: dict, norm: tuple, x, opcode, live, copy, src, dst, num_copie
         m_out = jax.ops.segment_sum(h[dst] * w[:, None], src, num_segments=h.shape[0])
         h = jnp.tanh(h @ params[f"w_self{i}"] + m_in @ params[f"w_min{i}"] + m_out @ params[f"w_mout{i}"]
                      + params[f"b{i}"])
-    per_node = jnp.tanh(h @ params["w_r1"] + params["b_r1"]) @ params["w_r2"]
-    return jax.ops.segment_sum(per_node[:, 0] * live, copy, num_segments=num_copies)
+    correction = jnp.clip((jnp.tanh(h @ params["w_r1"] + params["b_r1"]) @ params["w_r2"])[:, 0], -10.0, 10.0)
+    # bytes written + read (the features are log2(1 + b)), plus one for the op's own overhead
+    moved = jnp.exp2(x[:, _LOG2_BYTES]) + jnp.exp2(x[:, _LOG2_IN_BYTES]) - 1.0
+    cost = moved * jnp.exp(correction) * live
+    return jnp.log(jnp.maximum(jax.ops.segment_sum(cost, copy, num_segments=num_copies), 1.0))
 
 
 def ranking_pairs(batch: Batch, min_gap: float = 0.02) -> tuple[np.ndarray, np.ndarray]:
@@ -120,9 +137,10 @@ def ranking_pairs(batch: Batch, min_gap: float = 0.02) -> tuple[np.ndarray, np.n
     return np.asarray(fast, np.int32), np.asarray(slow, np.int32)
 
 
-def pair_loss(params, norm, batch_arrays, num_copies, fast, slow):
+def pair_loss(params, norm, batch_arrays, num_copies, fast, slow, weight_decay=0.0):
     s = scores(params, norm, *batch_arrays, num_copies)
-    return jnp.mean(jax.nn.softplus(s[fast] - s[slow]))  # want s[fast] < s[slow]
+    decay = sum(jnp.sum(v * v) for k, v in params.items() if k.startswith("w"))
+    return jnp.mean(jax.nn.softplus(s[fast] - s[slow])) + weight_decay * decay  # want s[fast] < s[slow]
 
 
 def arrays(batch: Batch) -> tuple:
@@ -130,9 +148,23 @@ def arrays(batch: Batch) -> tuple:
             jnp.asarray(batch.src), jnp.asarray(batch.dst))
 
 
+def ranking_quality(pred: np.ndarray, batch: Batch, min_gap: float = 0.02) -> dict:
+    """Mean per-program Kendall tau and OPA of predictions over the candidates (originals left out)."""
+    from shlo_env.learn import metrics
+
+    cand = ~batch.copy_is_original
+    return metrics.per_program([(pred[cand & (batch.copy_program == p)], batch.copy_ratio[cand & (batch.copy_program == p)])
+                                for p in np.unique(batch.copy_program)], min_gap)
+
+
 def train(batch: Batch, *, steps: int = 300, lr: float = 3e-3, seed: int = 0, min_gap: float = 0.02,
-          hidden: int = HIDDEN, layers: int = LAYERS, log=None) -> tuple[dict, tuple, list[float]]:
-    """Full-batch Adam on the pairwise loss; returns (params, norm, losses)."""
+          hidden: int = HIDDEN, layers: int = LAYERS, weight_decay: float = 1e-3, val: Batch | None = None,
+          eval_every: int = 10, log=None) -> tuple[dict, tuple, list[float]]:
+    """Full-batch Adam on the pairwise loss (plus weight decay); returns (params, norm, losses).
+
+    With `val`, the parameters returned are those of the step with the best validation Kendall
+    tau (checked every `eval_every` steps, step 0 included: the untrained bytes roofline), so
+    training never returns something worse on validation than the analytic start."""
     fast, slow = ranking_pairs(batch, min_gap)
     if len(fast) == 0:
         raise ValueError("no candidate pairs with different measured ratios: nothing to rank")
@@ -145,28 +177,44 @@ def train(batch: Batch, *, steps: int = 300, lr: float = 3e-3, seed: int = 0, mi
     m = jax.tree_util.tree_map(jnp.zeros_like, params)
     v = jax.tree_util.tree_map(jnp.zeros_like, params)
     b1, b2, eps = 0.9, 0.999, 1e-8
-    losses = []
+    losses: list[float] = []
     f, sl = jnp.asarray(fast), jnp.asarray(slow)
+    best: tuple[float, int, dict] | None = None
+
+    def check(t: int) -> None:
+        nonlocal best
+        tau = ranking_quality(predict(params, norm, val), val, min_gap)["kendall_tau"] if val is not None else math.nan
+        if val is not None and (best is None or tau > best[0]):
+            best = (tau, t, params)
+        if log and t % 50 == 0:
+            log(f"step {t}: loss {losses[-1] if losses else float('nan'):.4f}" + (f", val tau {tau:.3f}" if val else ""))
+
+    check(0)
     for t in range(1, steps + 1):
-        loss, g = grad(params, norm, arr, batch.num_copies, f, sl)
+        loss, g = grad(params, norm, arr, batch.num_copies, f, sl, weight_decay)
         m = jax.tree_util.tree_map(lambda a, b: b1 * a + (1 - b1) * b, m, g)
         v = jax.tree_util.tree_map(lambda a, b: b2 * a + (1 - b2) * b * b, v, g)
         params = jax.tree_util.tree_map(
             lambda p, a, b: p - lr * (a / (1 - b1 ** t)) / (jnp.sqrt(b / (1 - b2 ** t)) + eps), params, m, v)
         losses.append(float(loss))
-        if log and (t % 50 == 0 or t == 1):
-            log(f"step {t}: loss {float(loss):.4f}")
+        if t % eval_every == 0 or t == steps:
+            check(t)
+    if best is not None:
+        params = best[2]
+        if log:
+            log(f"kept step {best[1]} (val tau {best[0]:.3f})")
     return params, norm, losses
 
 
 def predict(params, norm, batch: Batch) -> np.ndarray:
-    return np.asarray(scores(params, norm, *arrays(batch), batch.num_copies))
+    x, opcode, live, copy, src, dst = arrays(batch)
+    return np.asarray(scores(params, norm, x, opcode, live, copy, src, dst, batch.num_copies))
 
 
 def save(path, params: dict, norm: tuple, info: dict | None = None) -> Path:
     import json
 
-    out = {f"param/{k}": np.asarray(v, np.float32) for k, v in params.items()}
+    out: dict[str, Any] = {f"param/{k}": np.asarray(v, np.float32) for k, v in params.items()}
     out["norm/mean"], out["norm/std"] = np.asarray(norm[0], np.float32), np.asarray(norm[1], np.float32)
     out["info"] = np.asarray(json.dumps(info or {}))
     np.savez_compressed(path, **out)

@@ -28,7 +28,7 @@ class Learned(CostModel):
         super().__init__(top_k=top_k, max_candidates=max_candidates, min_predicted_gain=min_predicted_gain,
                          pass_prob=0.0)
         self.weights = weights
-        self._model = None
+        self._model: tuple | None = None
 
     def candidates(self, exp, ctx: SearchContext):
         for vec in super().candidates(exp, ctx):

@@ -1,0 +1,113 @@
+"""strategy="learned" against beam search at the same budget: final ratio and candidates timed.
+
+    python benchmarks/learned_vs_beam.py [--data data/learned-v2] [--split test] [--start 0]
+                                         [--limit 10] [--corpus 0] [--examples [NAME ...]]
+                                         [--budget 10] [--json out.json]
+
+Programs: the sub-graphs of one split of an exported dataset (by default the test split, which
+the shipped model never trained or selected on), then `--corpus` corpus programs (smallest
+first), then the example suite (`--examples` alone: all of it). For each program both strategies search on their own (`optimize_program`, fresh worker
+and evaluation cache, `--budget` seconds each, the order alternating program by program), and
+their results are timed again side by side in one worker request with the original twice
+(`benchmarks/strategies.py`'s final timing: median of 3, the original as jax.jit compiles it).
+"timed" is the number of side-by-side timings the search ran (`EvaluatorStats.timed`; states
+that compiled to an already-timed executable are not counted). `--json` appends per-program
+rows to that file, so a long comparison can run in short chunks (`--start`, `--limit`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from strategies import Found, final_timing, format_table, programs  # noqa: E402
+
+from shlo_env import corpus  # noqa: E402
+from shlo_env.search.runner import optimize_program  # noqa: E402
+
+STRATEGIES = ("learned", "beam")
+
+
+def program_list(data: str, split: str, corpus_limit: int, example_names) -> list[tuple]:
+    """(name, loader) of every program compared, in order."""
+    uris = [p["uri"] for p in json.loads((Path(data) / f"{split}.json").read_text())["programs"]]
+    out = [(uri, lambda uri=uri: corpus.load(uri)) for uri in uris]
+    if corpus_limit:  # as benchmarks/strategies.py picks them: smallest first
+        entries = sorted(corpus.entries("corpus"), key=lambda e: e.metadata.get("ops_total", 0))
+        out += [(e.uri, lambda e=e: corpus.load(e.uri)) for e in entries[:corpus_limit]]
+    if example_names is not None:
+        out += [(n, ld) for n, ld in programs(example_names, 0)]
+    return out
+
+
+def compare(uri: str, program, budget: float, runs: int, seed: int, flip: bool) -> dict:
+    per, found = {}, {}
+    for s in (STRATEGIES[::-1] if flip else STRATEGIES):
+        r = optimize_program(program, strategy=s, budget_s=budget, seed=seed, final_timing=False, cost=False)
+        if r.status != "ok":
+            print(f"  {uri} {s}: failed ({r.error})", file=sys.stderr)
+            continue
+        per[s], found[s] = r, Found(r.program, r.disabled_passes)
+    ratios, noise, base, _ = final_timing(program, found, runs) if found else ({}, math.nan, math.nan, 0)
+    return {"uri": uri, "space": next(iter(per.values())).decision_space if per else 0,
+            "baseline_ms": base * 1e3, "noise": noise, "load": os.getloadavg()[0],
+            **{f"{s}_ratio": ratios.get(s, math.nan) for s in STRATEGIES},
+            **{f"{s}_timed": per[s].stats.timed if s in per else 0 for s in STRATEGIES},
+            **{f"{s}_found": ", ".join(per[s].applied) or "(original)" if s in per else "-" for s in STRATEGIES}}
+
+
+def table(rows: list[dict]) -> str:
+    header = ["program", "space", "jax.jit ms", "learned ratio", "beam ratio", "learned timed", "beam timed",
+              "noise", "load"]
+    body = [[r["uri"].split("/", 1)[-1], str(r["space"]), f"{r['baseline_ms']:.3f}", f"{r['learned_ratio']:.3f}",
+             f"{r['beam_ratio']:.3f}", str(r["learned_timed"]), str(r["beam_timed"]), f"{r['noise']:.3f}",
+             f"{r['load']:.1f}"] for r in rows]
+    ok = [r for r in rows if math.isfinite(r["learned_ratio"]) and math.isfinite(r["beam_ratio"])]
+    geo = {s: math.exp(sum(math.log(r[f"{s}_ratio"]) for r in ok) / len(ok)) if ok else math.nan for s in STRATEGIES}
+    timed = {s: sum(r[f"{s}_timed"] for r in rows) for s in STRATEGIES}
+    within = sum(r["learned_ratio"] <= r["beam_ratio"] * (1 + max(r["noise"], 0.03)) for r in ok)
+    return (format_table(header, body) + f"\n\n{len(rows)} programs; geomean ratio learned {geo['learned']:.3f}, "
+            f"beam {geo['beam']:.3f}; candidates timed learned {timed['learned']}, beam {timed['beam']} "
+            f"({timed['learned'] / max(1, timed['beam']):.0%}); learned same or better than beam (within "
+            f"max(noise, 3 %)) on {within} of {len(ok)}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default="data/learned-v2")
+    ap.add_argument("--split", default="test")
+    ap.add_argument("--corpus", type=int, default=0, help="also this many corpus programs (smallest first)")
+    ap.add_argument("--examples", nargs="*", default=None, help="also these examples (none named: all)")
+    ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--budget", type=float, default=10.0, help="seconds per (program, strategy)")
+    ap.add_argument("--runs", type=int, default=20, help="rounds (at least) in each final side-by-side timing")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default=None, help="append rows here; the table covers every row in the file")
+    ap.add_argument("--table-only", action="store_true", help="print the table of the rows in --json")
+    args = ap.parse_args(argv)
+    rows = json.loads(Path(args.json).read_text()) if args.json and Path(args.json).exists() else []
+    if not args.table_only:
+        todo = program_list(args.data, args.split, args.corpus, args.examples)
+        end = len(todo) if args.limit is None else args.start + args.limit
+        t0 = time.perf_counter()
+        for i, (uri, load) in enumerate(todo[args.start:end], start=args.start):
+            row = compare(uri, load(), args.budget, args.runs, args.seed, flip=i % 2 == 1)
+            print(f"  {uri}: learned {row['learned_ratio']:.3f} ({row['learned_timed']} timed), beam "
+                  f"{row['beam_ratio']:.3f} ({row['beam_timed']} timed), load {row['load']:.1f}", file=sys.stderr)
+            rows = [r for r in rows if r["uri"] != uri] + [row]
+            if args.json:
+                Path(args.json).write_text(json.dumps(rows, indent=1))
+        print(f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
