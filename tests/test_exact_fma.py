@@ -35,7 +35,17 @@ def madd_convert(a, b, c, d):
     return h * d.astype(jnp.float64) + h, jnp.maximum(a * c + d, b * d + a)
 
 
-PROGRAMS = [two_madds, madd_chain, madd_broadcast, madd_convert]
+def madd_through_layout(a, b, c, d):
+    # a reshape/transpose/broadcast between a multiply and its add: moving it (either way) makes
+    # the two adjacent, or separates them, so XLA contracts them into an FMA, or stops doing so
+    # (found on linen_bn_dropout_train: reshape(1x128 -> 128) of a multiply, then a subtract)
+    m = (a.reshape(1, 32) * b.reshape(1, 32)).reshape(32) - c
+    t = (a.reshape(4, 8) * d.reshape(4, 8)).T + c.reshape(8, 4)
+    s = a.reshape(4, 8) * b.reshape(4, 8) + (c * d).reshape(4, 8)
+    return m, t, s.reshape(32), (a * b + d).reshape(4, 8).T
+
+
+PROGRAMS = [two_madds, madd_chain, madd_broadcast, madd_convert, madd_through_layout]
 EXACT = [p for p in default_patterns() if p.numerics == Numerics.EXACT]
 
 
