@@ -34,6 +34,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from shlo_env.ir import attribute_items, complex_constant, element_type_of, is_complex, is_pure
+from shlo_env.patterns import match_cache as mc
 from shlo_env.numerics import Numerics
 from shlo_env.tensor_types import UnsupportedType, dtype_of, is_float, is_integer, shape_of
 
@@ -155,21 +156,19 @@ def resolve(patterns) -> list[Pattern]:
 
 def producer(value: ir.Value, *names: str):
     """The op (as an OpView) defining `value`, or None for block arguments / other op names."""
-    if not isinstance(value, ir.OpResult):
+    op = mc.defining_op(value)
+    if op is None or (names and mc.name(op) not in names):
         return None
-    op = value.owner
-    if names and op.operation.name not in names:
-        return None
-    return op
+    return mc.view(op)
 
 
-def users(value: ir.Value) -> list[ir.Operation]:
-    return [u.owner for u in value.uses]
+def users(value: ir.Value) -> list[ir.OpView]:
+    """The op (as an OpView) of each use of `value`."""
+    return [mc.view(u) for u in mc.users(value)]
 
 
 def single_use(value: ir.Value) -> bool:
-    uses = iter(value.uses)
-    return next(uses, None) is not None and next(uses, None) is None
+    return mc.num_uses(value) == 1
 
 
 def static_shape(value: ir.Value) -> tuple[int, ...] | None:
@@ -312,8 +311,13 @@ def matmul_flops(m: int, k: int, n: int) -> int:
 
 
 def shapes(*values: ir.Value) -> list[tuple[int, ...]] | None:
-    out = [static_shape(v) for v in values]
-    return None if any(s is None for s in out) else out
+    out = []
+    for v in values:
+        s = static_shape(v)
+        if s is None:
+            return None
+        out.append(s)
+    return out
 
 
 def same_type(*values: ir.Value) -> bool:
@@ -345,13 +349,13 @@ DATA_MOVEMENT = frozenset("stablehlo." + n for n in "transpose reshape broadcast
 
 
 def name_of(op) -> str:
-    return op.operation.name
+    return mc.name(op.operation)
 
 
 def is_elementwise(op) -> bool:
     """An op computing each output element from the same-index elements of its operands."""
-    op = op.operation if hasattr(op, "operation") else op
-    return op.name in ELEMENTWISE and len(op.results) == 1 and not len(op.regions)
+    op = op.operation
+    return mc.name(op) in ELEMENTWISE and len(mc.results(op)) == 1 and not len(op.regions)
 
 
 def attr_int(op, name: str) -> int:
@@ -427,7 +431,7 @@ def operand_kinds(op) -> list:
     it at the new shape), "same" (a rank-0 operand of a select/clamp: keep it), or "x" (a
     full-shape tensor: move it the way the result moves)."""
     out_rank = len(static_shape(op.result) or ())
-    kinds = []
+    kinds: list = []
     for v in op.operands:
         if out_rank and static_shape(v) == ():
             kinds.append("same")
@@ -441,7 +445,8 @@ def operands_through(op, through: str):
     """For an elementwise `op`, split its operands into those produced by a `through` op and
     scalars. Returns (kinds, producers) with kinds[i] = 'x' (a `through` producer, its op in
     producers[i]) or a `Scalar`; None when an operand is neither or no operand is a `through`."""
-    kinds, prods = [], []
+    kinds: list = []
+    prods: list = []
     for v in op.operands:
         p = producer(v, through)
         if p is not None:
@@ -506,7 +511,7 @@ def hoist_operands(b, m: Match, move) -> list:
 
 def attr_strings(op: ir.Operation) -> dict[str, str]:
     """`op`'s attributes as {name: printed value}: comparable across ops, complex constants included."""
-    return dict(attribute_items(op))
+    return dict(mc.memo(op.operation, "attr_strings", lambda: dict(attribute_items(op))))
 
 
 def related_ops(op, up: int = 2, down: int = 3, budget: int = 64):
@@ -515,11 +520,14 @@ def related_ops(op, up: int = 2, down: int = 3, budget: int = 64):
 
     A bounded search (no scan of the whole block), so matching stays linear in program size.
     """
+    indexed = mc.find(op.operation)
+    if indexed is not None:
+        return indexed[0].related_ops(indexed[1], up, down, budget)
     block = op.operation.block
     frontier, ancestors = list(op.operands), []
     seen_vals: set = set()
     for hop in range(up):
-        nxt = []
+        nxt: list = []
         for v in frontier:
             if v in seen_vals:
                 continue
@@ -572,6 +580,9 @@ def ancestors_since(values, first, limit: int = 256) -> set | None:
     `depends_on` would walk once per pair (quadratic when a pattern gathers N partners).
     """
     target = first.operation if hasattr(first, "operation") else first
+    indexed = mc.find(target)
+    if indexed is not None:
+        return indexed[0].ancestors_since(values, indexed[1], limit)
     seen: set = set()
     stack = list(values)
     while stack:
@@ -597,8 +608,8 @@ def ancestors_since(values, first, limit: int = 256) -> set | None:
 def _walk(op: ir.Operation):
     for region in op.regions:
         for blk in region.blocks:
-            for inner in blk.operations:
-                inner = inner.operation
+            for view in blk.operations:
+                inner = view.operation
                 yield inner
                 yield from _walk(inner)
 
@@ -757,11 +768,13 @@ class FlatBody:
 
         op = op.operation if hasattr(op, "operation") else op
         src = op.regions[region].blocks[0]
-        self.scratch = ir.Operation.create("shlo_env.scratch", regions=1)
-        self.block = self.scratch.regions[0].blocks.append(*[a.type for a in src.arguments])
+        scratch = ir.Operation.create("shlo_env.scratch", regions=1)
+        self.scratch: ir.Operation | None = scratch
+        self.block = scratch.regions[0].blocks.append(*[a.type for a in src.arguments])
         b = Builder.at_end(self.block)
         outs = b.inline(src, list(self.block.arguments))
         b.op("stablehlo.return", outs, [])
+        mc.forget_users()  # the copy uses values captured from the program
 
     @property
     def args(self) -> list[ir.Value]:
@@ -780,6 +793,7 @@ class FlatBody:
         if self.scratch is not None:
             self.scratch.erase()
             self.scratch = None
+            mc.forget_users()
 
     def __enter__(self) -> "FlatBody":
         return self
