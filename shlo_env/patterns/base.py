@@ -514,15 +514,16 @@ def attr_strings(op: ir.Operation) -> dict[str, str]:
     return dict(mc.memo(op.operation, "attr_strings", lambda: dict(attribute_items(op))))
 
 
-def related_ops(op, up: int = 2, down: int = 3, budget: int = 64):
+def related_ops(op, up: int = 2, down: int = 3, budget: int = 64, *, name: str | None = None):
     """Ops of `op`'s block that share an ancestor with `op` (within `up` producer hops, the
-    block's arguments counting as one common ancestor), reached within `down` user hops.
+    block's arguments counting as one common ancestor), reached within `down` user hops;
+    only those named `name` if given (the search visits as many ops either way).
 
     A bounded search (no scan of the whole block), so matching stays linear in program size.
     """
     indexed = mc.find(op.operation)
     if indexed is not None:
-        return indexed[0].related_ops(indexed[1], up, down, budget)
+        return indexed[0].related_ops(indexed[1], up, down, budget, name)
     block = op.operation.block
     frontier, ancestors = list(op.operands), []
     seen_vals: set = set()
@@ -557,10 +558,10 @@ def related_ops(op, up: int = 2, down: int = 3, budget: int = 64):
                 visited.add(u)
                 found.append(u)
                 if len(visited) > budget:
-                    return found
+                    return found if name is None else [u for u in found if u.name == name]
                 nxt.extend(u.results)
         level = nxt
-    return found
+    return found if name is None else [u for u in found if u.name == name]
 
 
 def depends_on(value: ir.Value, op, limit: int = 256) -> bool:

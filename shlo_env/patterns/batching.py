@@ -72,6 +72,13 @@ def _read_chain(op):
     return structure, leaves
 
 
+def _is_chain_root(op) -> bool:
+    """An elementwise op of static shapes, not itself a link inside a longer chain."""
+    return mc.memo(op.operation, "chain_root", lambda: (
+        is_elementwise(op) and bool(static_shape(op.operation.results[0])) and _is_chain_top(mc.view(op.operation))
+        and all(static_shape(v) for v in mc.operands(op.operation))))
+
+
 def _is_chain_top(op) -> bool:
     """Not itself a link inside a longer chain (its only user is no elementwise op)."""
     if not single_use(op.result):
@@ -102,9 +109,7 @@ class BatchElementwiseChains(Pattern):
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
-        if not is_elementwise(op) or not static_shape(op.result) or not _is_chain_top(op):
-            return None
-        if any(not static_shape(v) for v in op.operands):
+        if not _is_chain_root(op):
             return None
         structure, leaves = _chain_of(op)
         if not any(not isinstance(v, Scalar) for v in leaves):
@@ -112,12 +117,8 @@ class BatchElementwiseChains(Pattern):
         members = [(op, leaves)]
         cones = [ancestors_since(_leaf_values(leaves), op, MAX_CONE)]  # what each member reads, since op
         tries = 0
-        name = mc.name(op.operation)
-        for other in related_ops(op, budget=256):
-            if (mc.name(other) != name or not mc.is_before(op.operation, other)
-                    or not is_elementwise(other) or not static_shape(mc.results(other)[0])):
-                continue
-            if not _is_chain_top(mc.view(other)) or any(not static_shape(v) for v in mc.operands(other)):
+        for other in related_ops(op, budget=256, name=mc.name(op.operation)):
+            if not mc.is_before(op.operation, other) or not _is_chain_root(other):
                 continue
             other = mc.view(other)
             s2, l2 = _chain_of(other)
@@ -194,8 +195,8 @@ class BatchDots(Pattern):
         members = [op]
         cones = [ancestors_since(op.operands, op, MAX_CONE)]  # what each member reads, since op
         tries = 0
-        for other in related_ops(op, budget=256):
-            if mc.name(other) != "stablehlo.dot_general" or not mc.is_before(op.operation, other):
+        for other in related_ops(op, budget=256, name="stablehlo.dot_general"):
+            if not mc.is_before(op.operation, other):
                 continue
             other = mc.view(other)
             if _dot_key(other) != key:

@@ -15,7 +15,9 @@ since the copy adds uses to program values for a while.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import heapq
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -54,6 +56,8 @@ class Index:
         self._users: dict[int, list[int]] = {}  # value -> the op of each use (_OUTSIDE if not indexed)
         self._user_ops: dict[int, list[ir.Operation]] = {}
         self._views: dict[int, ir.OpView] = {}
+        self._input_memo: dict[int, list[int]] = {}
+        self._ancestries: dict[int, _Ancestry] = {}
         self._memo: dict[Hashable, Any] = {}
         self._add_block(body)
 
@@ -139,30 +143,61 @@ class Index:
 
     def _inputs(self, i: int) -> list[int]:
         """Op i's operands and the operands of the ops directly inside its regions."""
-        inner = [self.value(v) for r in self.ops[i].regions for blk in r.blocks
-                 for o in blk.operations for v in o.operation.operands]
-        return list(self.operands(i)) + inner
+        got = self._input_memo.get(i)
+        if got is None:
+            inner = [self.value(v) for r in self.ops[i].regions for blk in r.blocks
+                     for o in blk.operations for v in o.operation.operands]
+            got = self._input_memo[i] = list(self.operands(i)) + inner
+        return got
 
     # --- the searches of patterns/base.py, on numbers (same answers as the MLIR versions) ---
 
     def ancestors_since(self, values, first: int, limit: int) -> set[ir.Operation] | None:
-        """`base.ancestors_since` for an indexed `first`."""
+        """`base.ancestors_since` for an indexed `first`.
+
+        The same set: the ops of `first`'s block, not before it, that the values' defining ops
+        are or read (directly, or through the operands of ops inside their regions). Every such
+        path runs through ops at later positions, so each defining op's ancestors are found
+        nearest first, and the search is kept for the next question about that op.
+        """
         block, pos, owner = self.block, self.pos, self.owner
         b, p = block[first], pos[first]
-        seen: set[int] = set()
-        # a value the index does not hold is defined in another block: not followed
-        stack = [n for n in map(self.value_number.get, values) if n is not None]
-        while stack:
-            i = owner[stack.pop()]
-            if i == _OUTSIDE or i in seen or block[i] != b or pos[i] < p:
-                continue
-            seen.add(i)
-            if len(seen) > limit:
+        starts = set()
+        for n in map(self.value_number.get, values):
+            if n is not None:  # a value the index does not hold is defined in another block
+                i = owner[n]
+                if i != _OUTSIDE and block[i] == b and pos[i] >= p:
+                    starts.add(i)
+        cone: set[int] = set()
+        for i in starts:
+            nearest = self._nearest(i, p, limit + 1)
+            if len(nearest) > limit:
                 return None
-            stack.extend(self.memo(i, "inputs", lambda: self._inputs(i)))
-        return {self.ops[i] for i in seen}
+            cone.update(nearest)
+            if len(cone) > limit:
+                return None
+        return {self.ops[i] for i in cone}
 
-    def related_ops(self, first: int, up: int, down: int, budget: int) -> list[ir.Operation]:
+    def _nearest(self, i: int, p: int, k: int) -> list[int]:
+        """Op i and the ops of its block it reads (transitively), at positions >= p, nearest
+        first, at most k of them."""
+        a = self._ancestries.get(i)
+        if a is None:
+            a = self._ancestries[i] = _Ancestry(i, self.pos[i])
+        block, pos, owner, b = self.block, self.pos, self.owner, self.block[i]
+        heap, seen, found, keys = a.heap, a.seen, a.found, a.keys
+        while len(found) < k and heap and -heap[0][0] >= p:
+            key, j = heapq.heappop(heap)
+            found.append(j)
+            keys.append(key)
+            for v in self._inputs(j):
+                o = owner[v]
+                if o != _OUTSIDE and o not in seen and block[o] == b:
+                    seen.add(o)
+                    heapq.heappush(heap, (-pos[o], o))
+        return found[:min(k, bisect.bisect_right(keys, -p))]
+
+    def related_ops(self, first: int, up: int, down: int, budget: int, name: str | None) -> list[ir.Operation]:
         """`base.related_ops` for an indexed op."""
         block, owner, arg = self.block, self.owner, self.arg
         b = block[first]
@@ -199,10 +234,27 @@ class Index:
                     visited.add(u)
                     found.append(u)
                     if len(visited) > budget:
-                        return [self.ops[i] for i in found]
+                        return self._named(found, name)
                     nxt.extend(self.results[u])
             level = nxt
-        return [self.ops[i] for i in found]
+        return self._named(found, name)
+
+    def _named(self, found: list[int], name: str | None) -> list[ir.Operation]:
+        ops, names = self.ops, self.names
+        return [ops[i] for i in found if name is None or names[i] == name]
+
+
+class _Ancestry:
+    """A search for the ops one op reads, nearest (latest in the block) first, kept to resume:
+    `found` so far with `keys` (minus their positions, ascending), and the ops still to visit."""
+
+    __slots__ = ("heap", "seen", "found", "keys")
+
+    def __init__(self, i: int, pos: int):
+        self.heap = [(-pos, i)]
+        self.seen = {i}
+        self.found: list[int] = []
+        self.keys: list[int] = []
 
 
 _active: Index | None = None
@@ -237,11 +289,17 @@ def find(op: ir.Operation) -> tuple[Index, int] | None:
 
 
 # --- accessors: the same answers as the MLIR calls in each docstring ----------------------------
+# (`name` and `is_before` only try the objects the index handed out: asking MLIR costs no more
+# than hashing another object.)
 
 def name(op: ir.Operation) -> str:
     """`op.name`."""
-    found = find(op)
-    return op.name if found is None else found[0].names[found[1]]
+    ix = _active
+    if ix is not None:
+        i = ix._by_id.get(id(op))
+        if i is not None:
+            return ix.names[i]
+    return op.name
 
 
 def operands(op: ir.Operation) -> Sequence[ir.Value]:
@@ -304,7 +362,7 @@ def is_before(a: ir.Operation, b: ir.Operation) -> bool:
     """`a.is_before_in_block(b)` for two ops of one block."""
     ix = _active
     if ix is not None:
-        i, j = ix.op_number(a), ix.op_number(b)
+        i, j = ix._by_id.get(id(a)), ix._by_id.get(id(b))
         if i is not None and j is not None:
             return ix.pos[i] < ix.pos[j]
     return a.is_before_in_block(b)
