@@ -58,6 +58,7 @@ class Index:
         self._views: dict[int, ir.OpView] = {}
         self._input_memo: dict[int, list[int]] = {}
         self._ancestries: dict[int, _Ancestry] = {}
+        self._successors: dict[int, list[int]] = {}
         self._memo: dict[Hashable, Any] = {}
         self._add_block(body)
 
@@ -222,22 +223,42 @@ class Index:
                     nxt.extend(a for a in args[lo:hi] if a not in seen_vals)
             frontier = nxt
         ancestors.extend(v for v in frontier if v not in seen_vals)
+        # down: the users of the ancestors, then the users of those ops' results, ...
         found: list[int] = []
         visited = {first}
-        level = ancestors
-        for _ in range(down):
+        level: list[int] = []
+        for v in ancestors if down > 0 else ():
+            for u in self.users(v):
+                if u in visited or u == _OUTSIDE or block[u] != b:
+                    continue
+                visited.add(u)
+                found.append(u)
+                if len(found) >= budget:
+                    return self._named(found, name)
+                level.append(u)
+        successors = self._successors
+        for _ in range(down - 1):
             nxt = []
-            for v in level:
-                for u in self.users(v):
-                    if u in visited or u == _OUTSIDE or block[u] != b:
+            for u in level:
+                after = successors.get(u)
+                if after is None:
+                    after = self._successors_of(u)
+                for w in after:
+                    if w in visited:
                         continue
-                    visited.add(u)
-                    found.append(u)
-                    if len(visited) > budget:
+                    visited.add(w)
+                    found.append(w)
+                    if len(found) >= budget:
                         return self._named(found, name)
-                    nxt.extend(self.results[u])
+                    nxt.append(w)
             level = nxt
         return self._named(found, name)
+
+    def _successors_of(self, i: int) -> list[int]:
+        """The users of op i's results in its block, one per use, in use-list order."""
+        block, b = self.block, self.block[i]
+        got = self._successors[i] = [u for r in self.results[i] for u in self.users(r) if u != _OUTSIDE and block[u] == b]
+        return got
 
     def _named(self, found: list[int], name: str | None) -> list[ir.Operation]:
         ops, names = self.ops, self.names
@@ -276,6 +297,7 @@ def forget_users() -> None:
     if _active is not None:
         _active._users.clear()
         _active._user_ops.clear()
+        _active._successors.clear()
 
 
 def find(op: ir.Operation) -> tuple[Index, int] | None:
