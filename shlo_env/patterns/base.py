@@ -162,7 +162,7 @@ def producer(value: ir.Value, *names: str):
     return mc.view(op)
 
 
-def users(value: ir.Value) -> list[ir.OpView]:
+def users(value: ir.Value) -> list:
     """The op (as an OpView) of each use of `value`."""
     return [mc.view(u) for u in mc.users(value)]
 
