@@ -156,10 +156,7 @@ def resolve(patterns) -> list[Pattern]:
 
 def producer(value: ir.Value, *names: str):
     """The op (as an OpView) defining `value`, or None for block arguments / other op names."""
-    op = mc.defining_op(value)
-    if op is None or (names and mc.name(op) not in names):
-        return None
-    return mc.view(op)
+    return mc.producer(value, names)
 
 
 def users(value: ir.Value) -> list:

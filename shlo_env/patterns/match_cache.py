@@ -342,16 +342,21 @@ def results(op: ir.Operation) -> Sequence[ir.Value]:
     return [ix.values[v] for v in ix.results[i]]
 
 
-def defining_op(value: ir.Value) -> ir.Operation | None:
-    """`value.owner.operation` for an op result; None for a block argument."""
+def producer(value: ir.Value, names: tuple[str, ...]) -> ir.OpView | None:
+    """`value.owner` for an op result (of an op named in `names`, if any), else None."""
     ix = _active
     if ix is not None:
         v = ix.value_number.get(value)
-        if v is not None and ix.owner[v] != _OUTSIDE:
-            return ix.ops[ix.owner[v]]
-    if isinstance(value, ir.OpResult):
-        return value.owner.operation
-    return None
+        if v is not None:
+            i = ix.owner[v]
+            if i != _OUTSIDE:
+                return None if names and ix.names[i] not in names else ix.view(i)
+            if ix.arg[v][0] != _OUTSIDE:  # a block argument
+                return None
+    if not isinstance(value, ir.OpResult):
+        return None
+    op = value.owner
+    return None if names and op.operation.name not in names else op
 
 
 def view(op: ir.Operation) -> ir.OpView:
