@@ -8,9 +8,9 @@ with many decision vectors.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import dataclasses
-import functools
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
@@ -21,6 +21,7 @@ from shlo_env.builder import Builder
 from shlo_env.import_ import Program, ir_scope
 from shlo_env.ir import ancestor_in, block_ops, is_pure, walk_block
 from shlo_env.numerics import Numerics
+from shlo_env.patterns import match_cache
 from shlo_env.patterns.base import Match, Pattern, resolve
 
 
@@ -89,8 +90,9 @@ def augment(program: Program, patterns=None, *, inplace: bool = False,
     with ir_scope():
         groups = _collect_matches(prog, patterns, stats)
         redirect: dict[ir.Value, ir.Value] = {}
+        orders = _Orders()
         for roots, members in groups.items():
-            _record(list(roots), members, redirect, stats)
+            _record(list(roots), members, redirect, stats, orders)
     return prog
 
 
@@ -101,32 +103,38 @@ def _collect_matches(prog: Program, patterns: Sequence[Pattern], stats: AugmentS
             by_op[name].append(p)
     broken: set[str] = set()
     groups: dict[tuple, list[tuple[Pattern, Match]]] = {}
-    for op in walk_ops(prog.body):
-        candidates = by_op.get(op.name)
-        if not candidates:
-            continue
-        view = op.opview
-        for p in candidates:
-            if p.name in broken:
-                continue
-            try:
-                m = p.match(view)
-            except Exception as e:  # noqa: BLE001 - a pattern bug must not stop the others
-                broken.add(p.name)
-                stats.errors[p.name] = f"{type(e).__name__}: {e}"
-                warnings.warn(f"pattern {p.name!r} raised in match on {op.name}: {type(e).__name__}: {e}; "
-                              "pattern skipped", PatternWarning, stacklevel=3)
-                continue
-            if m is None:
-                continue
-            m = m if isinstance(m, Match) else Match(m)
-            roots = tuple(m.pop("roots", None) or op.results)
-            stats.matches[p.name] += 1
-            groups.setdefault(roots, []).append((p, m))
+    with match_cache.indexed(prog.body) as index:  # matching never changes the program
+        for op, name in zip(index.ops, index.names):
+            candidates = by_op.get(name)
+            if candidates:
+                _match_op(op, candidates, broken, groups, stats)
     return groups
 
 
-def _record(roots: list[ir.Value], members, redirect: dict, stats: AugmentStats) -> None:
+def _match_op(op: ir.Operation, candidates: list[Pattern], broken: set[str],
+              groups: dict[tuple, list[tuple[Pattern, Match]]], stats: AugmentStats) -> None:
+    """Try each pattern on `op`; add its matches to `groups` (by roots), disable the ones that raise."""
+    view = match_cache.view(op)
+    for p in candidates:
+        if p.name in broken:
+            continue
+        try:
+            m = p.match(view)
+        except Exception as e:  # noqa: BLE001 - a pattern bug must not stop the others
+            broken.add(p.name)
+            stats.errors[p.name] = f"{type(e).__name__}: {e}"
+            warnings.warn(f"pattern {p.name!r} raised in match on {op.name}: {type(e).__name__}: {e}; "
+                          "pattern skipped", PatternWarning, stacklevel=4)
+            continue
+        if m is None:
+            continue
+        m = m if isinstance(m, Match) else Match(m)
+        roots = tuple(m.pop("roots", None) or op.results)
+        stats.matches[p.name] += 1
+        groups.setdefault(roots, []).append((p, m))
+
+
+def _record(roots: list[ir.Value], members, redirect: dict, stats: AugmentStats, orders: _Orders) -> None:
     original_roots = roots
     roots = [redirect.get(r, r) for r in roots]
     mapped = [(p, _map_values(m, redirect)) for p, m in members]
@@ -153,7 +161,7 @@ def _record(roots: list[ir.Value], members, redirect: dict, stats: AugmentStats)
         labels.append(p.name)
         tiers.append(int(max(p.numerics, m.get("numerics", p.numerics))))  # a match may only loosen it
     if blocks:
-        op = _place(roots, inputs, blocks, labels, tiers)
+        op = _place(roots, inputs, blocks, labels, tiers, orders)
         if op is None:
             for name in labels:
                 stats.cycles[name] += 1
@@ -180,7 +188,7 @@ def _build_choice(p: Pattern, block: ir.Block, m: Match, num_roots: int) -> str 
             return f"rewrite returned {type(v).__name__}, not a Value"
         if v.type != root.type:
             return f"replacement {i} has type {v.type}, the original {root.type}"
-    defined = set(args)
+    defined: set[ir.Value] = set(args)
     for op in walk_ops(block):
         defined.update(op.results)
         for r in op.regions:
@@ -196,8 +204,8 @@ def _build_choice(p: Pattern, block: ir.Block, m: Match, num_roots: int) -> str 
     if all(v == a for v, a in zip(out, args[:num_roots])):
         return "no-op"
     try:
-        for op in block.operations:
-            op.operation.verify()
+        for view in block.operations:
+            view.operation.verify()
     except ir.MLIRError as e:
         return f"built invalid IR: {e}"
     return None
@@ -211,7 +219,80 @@ def _owner_in(block: ir.Block, value: ir.Value) -> ir.Operation | None:
     return None
 
 
-def _place(roots, inputs, blocks, labels, tiers) -> ir.Operation | None:
+class _Order:
+    """The order of one block's ops, kept up to date as `_place` inserts and moves ops.
+
+    MLIR forgets a block's order whenever an op in it moves, and renumbers the whole block at
+    the next `is_before_in_block`: once per match whose users had to move, which made augment
+    quadratic. Here each op has a float key; an op put after another takes a key between that
+    op's and the next one's (the block is renumbered only when such a gap runs out).
+    """
+
+    def __init__(self, block: ir.Block):
+        self.handles = [_Handle.of(o.operation) for o in block.operations]  # in block order
+        self.keys = [float(i) for i in range(len(self.handles))]  # ascending, one per op
+        self.key = dict(zip(self.handles, self.keys))
+
+    def is_before(self, a: ir.Operation, b: ir.Operation) -> bool:
+        return self.key[_Handle.of(a)] < self.key[_Handle.of(b)]
+
+    def sort(self, ops) -> list[ir.Operation]:
+        return sorted(ops, key=lambda op: self.key[_Handle.of(op)])
+
+    def inserted_after(self, op: ir.Operation, anchor: ir.Operation) -> None:
+        """Record that `op` now sits right after `anchor`."""
+        k = self.key[_Handle.of(anchor)]
+        i = bisect.bisect_right(self.keys, k)
+        nxt = self.keys[i] if i < len(self.keys) else k + 2.0
+        new = (k + nxt) / 2
+        if not k < new < nxt:  # the gap ran out: renumber
+            self.keys = [float(j) for j in range(len(self.handles))]
+            self.key = dict(zip(self.handles, self.keys))
+            return self.inserted_after(op, anchor)
+        handle = _Handle.of(op)
+        self.keys.insert(i, new)
+        self.handles.insert(i, handle)
+        self.key[handle] = new
+
+    def removed(self, op: ir.Operation) -> None:
+        """Record that `op` left the block (erased, or about to move)."""
+        i = bisect.bisect_left(self.keys, self.key.pop(_Handle.of(op)))
+        del self.keys[i], self.handles[i]
+
+
+class _Handle:
+    """A dict key for an op that stays valid while augment edits the program.
+
+    `ir.Operation` hashes its operands, which change as uses are redirected; an op's first
+    result hashes by address. Ops without results (a block's terminator) share one bucket.
+    """
+
+    __slots__ = ("op",)
+
+    def __init__(self, op: ir.Operation):
+        self.op = op
+
+    @staticmethod
+    def of(op: ir.Operation):
+        results = op.results
+        return results[0] if len(results) else _Handle(op)
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Handle) and self.op == other.op
+
+
+class _Orders(dict):
+    """An `_Order` per block, made when a block is first edited."""
+
+    def __missing__(self, block: ir.Block) -> _Order:
+        order = self[block] = _Order(block)
+        return order
+
+
+def _place(roots, inputs, blocks, labels, tiers, orders: _Orders) -> ir.Operation | None:
     """Insert the alternatives op after every operand's definition and redirect the roots' uses.
 
     Users of a root that sit before that point are moved after it, together with everything
@@ -219,35 +300,41 @@ def _place(roots, inputs, blocks, labels, tiers) -> ir.Operation | None:
     is rejected (None).
     """
     block = roots[0].owner.operation.block
+    order = orders[block]
     anchors = [o for o in (_owner_in(block, v) for v in roots + inputs) if o is not None]
     anchor = anchors[0]
     for o in anchors[1:]:
-        if anchor.is_before_in_block(o):
+        if order.is_before(anchor, o):
             anchor = o
     op = alt_dialect.create(ir.InsertionPoint.after(anchor), roots, inputs, blocks, labels, tiers)
+    order.inserted_after(op, anchor)
 
     early = []
     for r in roots:
         for use in r.uses:
             user = ancestor_in(block, use.owner)
-            if user is not None and user != op and user.is_before_in_block(op):
+            if user is not None and user != op and order.is_before(user, op):
                 early.append(user)
     if early:
-        moved = _forward_cone(block, early, op)
+        moved = _forward_cone(block, early, op, order)
         operand_defs = {o for o in anchors}
         if any(m in operand_defs for m in moved):
+            order.removed(op)
             op.erase()
             return None
         after = op
         for m in moved:
             m.move_after(after)
+            order.removed(m)
+            order.inserted_after(m, after)
             after = m
     for i, r in enumerate(roots):
         r.replace_all_uses_except(op.results[i], op)
     return op
 
 
-def _forward_cone(block: ir.Block, early: list[ir.Operation], stop: ir.Operation) -> list[ir.Operation]:
+def _forward_cone(block: ir.Block, early: list[ir.Operation], stop: ir.Operation,
+                  order: _Order) -> list[ir.Operation]:
     """Ops before `stop` in `block` that are early users or depend on one, in block order.
 
     Follows uses forward from the early users (visiting only the cone, not the whole block).
@@ -262,9 +349,9 @@ def _forward_cone(block: ir.Block, early: list[ir.Operation], stop: ir.Operation
         for result in op.results:
             for use in result.uses:
                 user = ancestor_in(block, use.owner)
-                if user is not None and user not in cone and user != stop and user.is_before_in_block(stop):
+                if user is not None and user not in cone and user != stop and order.is_before(user, stop):
                     todo.append(user)
-    return sorted(cone, key=functools.cmp_to_key(lambda a, b: -1 if a.is_before_in_block(b) else 1))
+    return order.sort(cone)
 
 
 # --- apply ------------------------------------------------------------------------------------
@@ -354,7 +441,7 @@ class LoopStep:
     state_hash: str
 
 
-def pick_first(program: Program, alts) -> list[int]:
+def pick_first(program: Program | None, alts) -> list[int]:
     """The paper's pick-first heuristic: the first non-original choice at every alternatives op."""
     return [1 if a.num_choices > 1 else 0 for a in alts]
 

@@ -19,11 +19,11 @@ import math
 
 from jaxlib.mlir import ir
 
-from shlo_env.ir import as_operation
+from shlo_env.patterns import match_cache as mc
 from shlo_env.patterns.base import Match, Numerics, Pattern, register
 from shlo_env.patterns.matching import (
     ELEMENTWISE, Scalar, ancestors_since, attr_strings, dot_dims, is_elementwise, producer, related_ops,
-    scalar_operand, single_use, splat_value, static_shape, users,
+    scalar_operand, single_use, splat_value, static_shape,
 )
 from shlo_env.tensor_types import element_type_of, tensor_type
 
@@ -60,6 +60,11 @@ def _chain(value, leaves: list, budget: list) -> tuple:
 
 def _chain_of(op) -> tuple[tuple, list]:
     """(structure, leaves) of the chain ending at elementwise `op` (its root)."""
+    structure, leaves = mc.memo(op.operation, "chain", lambda: _read_chain(op))
+    return structure, list(leaves)
+
+
+def _read_chain(op):
     leaves: list = []
     budget = [MAX_CHAIN_OPS - 1]
     operands = tuple(_chain(v, leaves, budget) for v in op.operands)
@@ -68,13 +73,20 @@ def _chain_of(op) -> tuple[tuple, list]:
     return structure, leaves
 
 
+def _is_chain_root(op) -> bool:
+    """An elementwise op of static shapes, not itself a link inside a longer chain."""
+    return mc.memo(op.operation, "chain_root", lambda: (
+        is_elementwise(op) and bool(static_shape(op.operation.results[0])) and _is_chain_top(mc.view(op.operation))
+        and all(static_shape(v) for v in mc.operands(op.operation))))
+
+
 def _is_chain_top(op) -> bool:
     """Not itself a link inside a longer chain (its only user is no elementwise op)."""
     if not single_use(op.result):
         return True
-    user = as_operation(users(op.result)[0])
+    user = mc.users(op.result)[0]
     return not (is_elementwise(user) and user.block == op.operation.block
-                and all(static_shape(v) for v in user.operands))
+                and all(static_shape(v) for v in mc.operands(user)))
 
 
 #: Partners of one root examined at most, and ops walked to tell whether one reads another:
@@ -98,9 +110,7 @@ class BatchElementwiseChains(Pattern):
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
-        if not is_elementwise(op) or not static_shape(op.result) or not _is_chain_top(op):
-            return None
-        if any(not static_shape(v) for v in op.operands):
+        if not _is_chain_root(op):
             return None
         structure, leaves = _chain_of(op)
         if not any(not isinstance(v, Scalar) for v in leaves):
@@ -108,13 +118,10 @@ class BatchElementwiseChains(Pattern):
         members = [(op, leaves)]
         cones = [ancestors_since(_leaf_values(leaves), op, MAX_CONE)]  # what each member reads, since op
         tries = 0
-        for other in related_ops(op, budget=256):
-            if (other.name != op.operation.name or not op.operation.is_before_in_block(other)
-                    or not is_elementwise(other) or not static_shape(other.results[0])):
+        for other in related_ops(op, budget=256, name=mc.name(op.operation)):
+            if not mc.is_before(op.operation, other) or not _is_chain_root(other):
                 continue
-            other = other.opview
-            if not _is_chain_top(other) or any(not static_shape(v) for v in other.operands):
-                continue
+            other = mc.view(other)
             s2, l2 = _chain_of(other)
             if s2 != structure:
                 continue
@@ -164,6 +171,10 @@ def _build(b, structure, inputs, total: int):
 
 
 def _dot_key(op):
+    return mc.memo(op.operation, "dot_key", lambda: _read_dot_key(op))
+
+
+def _read_dot_key(op):
     d = dot_dims(op)
     return (tuple(map(tuple, d.batch + d.contract)), str(op.operands[0].type), str(op.operands[1].type),
             str(op.result.type), tuple(sorted(attr_strings(op.operation).items())))
@@ -185,16 +196,16 @@ class BatchDots(Pattern):
         members = [op]
         cones = [ancestors_since(op.operands, op, MAX_CONE)]  # what each member reads, since op
         tries = 0
-        for other in related_ops(op, budget=256):
-            if other.name != "stablehlo.dot_general" or not op.operation.is_before_in_block(other):
+        for other in related_ops(op, budget=256, name="stablehlo.dot_general"):
+            if not mc.is_before(op.operation, other):
                 continue
-            other = other.opview
+            other = mc.view(other)
             if _dot_key(other) != key:
                 continue
             tries += 1
             if tries > MAX_TRIES:
                 break
-            cone = ancestors_since(other.operands, op, MAX_CONE)
+            cone = ancestors_since(mc.operands(other.operation), op, MAX_CONE)
             if cone is None or any(c is None for c in cones):
                 continue
             if any(m.operation in cone for m in members) or any(other.operation in c for c in cones):

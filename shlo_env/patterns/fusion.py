@@ -16,6 +16,7 @@ from jaxlib.mlir import ir
 
 from shlo_env.ir import as_operation, is_pure
 from shlo_env.numerics import Numerics
+from shlo_env.patterns import match_cache as mc
 from shlo_env.patterns.base import Match, Pattern, register
 from shlo_env.patterns.matching import (
     ELEMENTWISE, attr_strings, captured_values, depends_on, is_elementwise, related_ops, scalar_operand,
@@ -33,9 +34,8 @@ _CHEAP = frozenset(ELEMENTWISE | {"stablehlo.broadcast_in_dim", "stablehlo.conve
 
 
 def _distinct_users(value: ir.Value) -> list[ir.Operation]:
-    out = []
-    for use in value.uses:
-        u = as_operation(use.owner)
+    out: list[ir.Operation] = []
+    for u in mc.users(value):
         if u not in out:
             out.append(u)
     return out
@@ -110,23 +110,26 @@ class DuplicateProducer(Pattern):
 
 def _merge_partner(op):
     """The nearest later op of the same kind, types and attributes, independent of `op`."""
-    name = op.operation.name
-    types = [v.type for v in op.operands]
-    result_types = [r.type for r in op.operation.results]
-    candidates = [o for o in related_ops(op) if o.name == name and [v.type for v in o.operands] == types
-                  and [r.type for r in o.results] == result_types and op.operation.is_before_in_block(o)]
+    op = op.operation
+    name, types = mc.name(op), _types(op)
+    candidates = [o for o in related_ops(op, name=name) if _types(o) == types and mc.is_before(op, o)]
     if candidates:
-        attrs = attr_strings(op.operation)
+        attrs = attr_strings(op)
         candidates = [o for o in candidates if attr_strings(o) == attrs]
     while candidates:
         best = candidates[0]
         for c in candidates[1:]:
-            if c.is_before_in_block(best):
+            if mc.is_before(c, best):
                 best = c
-        if not any(depends_on(v, op) for v in best.operands):
+        if not any(depends_on(v, op) for v in mc.operands(best)):
             return best
         candidates.remove(best)
     return None
+
+
+def _types(op) -> tuple:
+    """(operand types, result types) of `op`."""
+    return mc.memo(op, "types", lambda: (tuple(v.type for v in mc.operands(op)), tuple(r.type for r in mc.results(op))))
 
 
 _ADDS = ("stablehlo.add", "stablehlo.subtract")

@@ -7,6 +7,7 @@ from jaxlib.mlir import ir
 
 from shlo_env.builder import Builder
 from shlo_env.ir import as_operation, block_ops, callee, terminator, walk
+from shlo_env.patterns import match_cache as mc
 from shlo_env.patterns.matching import commuted, comparison, producer, splat_value, static_shape
 from shlo_env.tensor_types import is_integer
 
@@ -101,6 +102,7 @@ class FlatBody:
         b = Builder.at_end(self.block)
         outs = b.inline(src, list(self.block.arguments))
         b.op("stablehlo.return", outs, [])
+        mc.forget_users()  # the copy uses values captured from the program
 
     @property
     def args(self) -> list[ir.Value]:
@@ -119,6 +121,7 @@ class FlatBody:
         if self.scratch is not None:
             self.scratch.erase()
             self.scratch = None
+            mc.forget_users()
 
     def __enter__(self) -> "FlatBody":
         return self

@@ -16,6 +16,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from shlo_env.ir import as_operation, attribute_items, block_ops, complex_constant, is_complex, walk
+from shlo_env.patterns import match_cache as mc
 from shlo_env.patterns.base import Match
 from shlo_env.tensor_types import (
     UnsupportedType, dtype_of, element_type_of, is_float, shape_of, tensor_type,
@@ -44,21 +45,16 @@ __all__ = [
 
 def producer(value: ir.Value, *names: str):
     """The op (as an OpView) defining `value`, or None for block arguments / other op names."""
-    if not isinstance(value, ir.OpResult):
-        return None
-    op = value.owner
-    if names and op.operation.name not in names:
-        return None
-    return op
+    return mc.producer(value, names)
 
 
-def users(value: ir.Value) -> list[ir.OpView]:
-    return [u.owner for u in value.uses]
+def users(value: ir.Value) -> list:
+    """The op (as an OpView) of each use of `value`."""
+    return [mc.view(u) for u in mc.users(value)]
 
 
 def single_use(value: ir.Value) -> bool:
-    uses = iter(value.uses)
-    return next(uses, None) is not None and next(uses, None) is None
+    return mc.num_uses(value) == 1
 
 
 def static_shape(value: ir.Value) -> tuple[int, ...] | None:
@@ -213,7 +209,7 @@ DATA_MOVEMENT = frozenset("stablehlo." + n for n in "transpose reshape broadcast
 def is_elementwise(op) -> bool:
     """An op computing each output element from the same-index elements of its operands."""
     op = as_operation(op)
-    return op.name in ELEMENTWISE and len(op.results) == 1 and not len(op.regions)
+    return mc.name(op) in ELEMENTWISE and len(mc.results(op)) == 1 and not len(op.regions)
 
 
 def reduce_body(op) -> str | None:
@@ -385,15 +381,19 @@ def hoist_operands(b, m: Match, move) -> list:
 
 def attr_strings(op: ir.Operation) -> dict[str, str]:
     """`op`'s attributes as {name: printed value}: comparable across ops, complex constants included."""
-    return dict(attribute_items(op))
+    return dict(mc.memo(as_operation(op), "attr_strings", lambda: dict(attribute_items(op))))
 
 
-def related_ops(op, up: int = 2, down: int = 3, budget: int = 64):
+def related_ops(op, up: int = 2, down: int = 3, budget: int = 64, *, name: str | None = None):
     """Ops of `op`'s block that share an ancestor with `op` (within `up` producer hops, the
-    block's arguments counting as one common ancestor), reached within `down` user hops.
+    block's arguments counting as one common ancestor), reached within `down` user hops;
+    only those named `name` if given (the search visits as many ops either way).
 
     A bounded search (no scan of the whole block), so matching stays linear in program size.
     """
+    indexed = mc.find(op.operation)
+    if indexed is not None:
+        return indexed[0].related_ops(indexed[1], up, down, budget, name)
     block = op.operation.block
     frontier, ancestors = list(op.operands), []
     seen_vals: set = set()
@@ -428,10 +428,10 @@ def related_ops(op, up: int = 2, down: int = 3, budget: int = 64):
                 visited.add(u)
                 found.append(u)
                 if len(visited) > budget:
-                    return found
+                    return found if name is None else [u for u in found if u.name == name]
                 nxt.extend(u.results)
         level = nxt
-    return found
+    return found if name is None else [u for u in found if u.name == name]
 
 
 def depends_on(value: ir.Value, op, limit: int = 256) -> bool:
@@ -451,6 +451,9 @@ def ancestors_since(values, first, limit: int = 256) -> set | None:
     `depends_on` would walk once per pair (quadratic when a pattern gathers N partners).
     """
     target = as_operation(first)
+    indexed = mc.find(target)
+    if indexed is not None:
+        return indexed[0].ancestors_since(values, indexed[1], limit)
     seen: set = set()
     stack = list(values)
     while stack:

@@ -1,0 +1,401 @@
+"""Facts about the program that matching reads many times, read once per augment pass.
+
+Each Python call into MLIR costs a microsecond or more (`value.owner` about 6, hashing an
+`ir.Operation` about 1), and the matching helpers ask the same questions about the same ops
+over and over: who defines this value, who uses it, where is it in its block. `augment`
+collects every match on an unchanged program, so while it does, `indexed(body)` keeps an
+`Index`, a mirror of the program's use-def graph in plain Python integers, and the helpers
+answer from it. Outside `indexed(...)` the helpers ask MLIR directly; both give the same
+answers (tests/test_match_cache.py checks it).
+
+Only the indexed program is mirrored. Ops a pattern builds while matching (a `FlatBody` copy of
+a loop body) are answered directly, and building or erasing such a copy calls `forget_users()`,
+since the copy adds uses to program values for a while.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import heapq
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any, TypeVar
+
+from jaxlib.mlir import ir
+
+T = TypeVar("T")
+
+_ALTERNATIVES = "shlo_env.alternatives"  # not entered, as driver.walk_ops does not
+_OUTSIDE = -1  # the block (or op) number of anything the index does not hold
+
+
+class Index:
+    """The ops and values of one program (nested regions included, alternatives ops not entered).
+
+    Ops and values are numbered; `ops[i]` is op i (in `driver.walk_ops` order), `block[i]` and
+    `pos[i]` its block's number and its position there. The bindings may hand out several
+    `ir.Operation` objects for one op, and hashing one costs a microsecond, so an op is looked
+    up by `id` first (the objects the index holds and hands out), then by value.
+    """
+
+    def __init__(self, body: ir.Block):
+        self.ops: list[ir.Operation] = []
+        self.names: list[str] = []
+        self.block: list[int] = []
+        self.pos: list[int] = []
+        self.results: list[tuple[int, ...]] = []  # op -> its result values
+        self.number: dict[ir.Operation, int] = {}
+        self._by_id: dict[int, int] = {}  # id(op) -> number, for the objects in `ops` (kept alive)
+        self.values: list[ir.Value] = []
+        self.value_number: dict[ir.Value, int] = {}
+        self.owner: list[int] = []  # value -> the op defining it; _OUTSIDE for a block argument
+        self.arg: list[tuple[int, int]] = []  # value -> (block, argument number) for a block argument
+        self.block_args: list[list[int]] = []  # block -> its argument values
+        # filled on demand:
+        self._operands: dict[int, tuple[int, ...]] = {}
+        self._users: dict[int, list[int]] = {}  # value -> the op of each use (_OUTSIDE if not indexed)
+        self._user_ops: dict[int, list[ir.Operation]] = {}
+        self._views: dict[int, ir.OpView] = {}
+        self._input_memo: dict[int, list[int]] = {}
+        self._ancestries: dict[int, _Ancestry] = {}
+        self._successors: dict[int, list[int]] = {}
+        self._memo: dict[Hashable, Any] = {}
+        self._add_block(body)
+
+    # --- building ---
+
+    def _add_value(self, value: ir.Value, owner: int, arg: tuple[int, int]) -> int:
+        n = len(self.values)
+        self.values.append(value)
+        self.value_number[value] = n
+        self.owner.append(owner)
+        self.arg.append(arg)
+        return n
+
+    def _add_block(self, block: ir.Block) -> None:
+        b = len(self.block_args)
+        self.block_args.append([])
+        self.block_args[b] = [self._add_value(a, _OUTSIDE, (b, i)) for i, a in enumerate(block.arguments)]
+        for i, view in enumerate(block.operations):
+            op = view.operation
+            n = len(self.ops)
+            name = op.name
+            self.ops.append(op)
+            self.names.append(name)
+            self.block.append(b)
+            self.pos.append(i)
+            self.number[op] = n
+            self._by_id[id(op)] = n
+            self.results.append(tuple(self._add_value(r, n, (_OUTSIDE, 0)) for r in op.results))
+            if name != _ALTERNATIVES:
+                for region in op.regions:
+                    for inner in region.blocks:
+                        self._add_block(inner)
+
+    # --- lookups ---
+
+    def op_number(self, op: ir.Operation) -> int | None:
+        n = self._by_id.get(id(op))
+        return n if n is not None else self.number.get(op)
+
+    def value(self, value: ir.Value) -> int:
+        """The number of `value`, an operand of an indexed op. One defined outside the index
+        (inside an alternatives op) is added, as defined outside: it lives as long as its user."""
+        n = self.value_number.get(value)
+        if n is None:
+            n = self._add_value(value, _OUTSIDE, (_OUTSIDE, 0))
+        return n
+
+    def operands(self, i: int) -> tuple[int, ...]:
+        got = self._operands.get(i)
+        if got is None:
+            got = self._operands[i] = tuple(self.value(v) for v in self.ops[i].operands)
+        return got
+
+    def users(self, v: int) -> list[int]:
+        got = self._users.get(v)
+        if got is None:
+            got, ops = [], []
+            for use in self.values[v].uses:
+                user = use.owner.operation
+                n = self.op_number(user)
+                got.append(_OUTSIDE if n is None else n)
+                ops.append(user if n is None else self.ops[n])
+            self._users[v], self._user_ops[v] = got, ops
+        return got
+
+    def user_ops(self, v: int) -> list[ir.Operation]:
+        self.users(v)
+        return self._user_ops[v]
+
+    def view(self, i: int) -> ir.OpView:
+        got = self._views.get(i)
+        if got is None:
+            got = self._views[i] = self.ops[i].opview
+        return got
+
+    def memo(self, i: int, tag: Hashable, compute: Callable[[], T]) -> T:
+        key = (tag, i)
+        try:
+            return self._memo[key]
+        except KeyError:
+            got = self._memo[key] = compute()
+            return got
+
+    def _inputs(self, i: int) -> list[int]:
+        """Op i's operands and the operands of the ops directly inside its regions."""
+        got = self._input_memo.get(i)
+        if got is None:
+            inner = [self.value(v) for r in self.ops[i].regions for blk in r.blocks
+                     for o in blk.operations for v in o.operation.operands]
+            got = self._input_memo[i] = list(self.operands(i)) + inner
+        return got
+
+    # --- the searches of patterns/base.py, on numbers (same answers as the MLIR versions) ---
+
+    def ancestors_since(self, values, first: int, limit: int) -> set[ir.Operation] | None:
+        """`base.ancestors_since` for an indexed `first`.
+
+        The same set: the ops of `first`'s block, not before it, that the values' defining ops
+        are or read (directly, or through the operands of ops inside their regions). Every such
+        path runs through ops at later positions, so each defining op's ancestors are found
+        nearest first, and the search is kept for the next question about that op.
+        """
+        block, pos, owner = self.block, self.pos, self.owner
+        b, p = block[first], pos[first]
+        starts = set()
+        for n in map(self.value_number.get, values):
+            if n is not None:  # a value the index does not hold is defined in another block
+                i = owner[n]
+                if i != _OUTSIDE and block[i] == b and pos[i] >= p:
+                    starts.add(i)
+        cone: set[int] = set()
+        for i in starts:
+            nearest = self._nearest(i, p, limit + 1)
+            if len(nearest) > limit:
+                return None
+            cone.update(nearest)
+            if len(cone) > limit:
+                return None
+        return {self.ops[i] for i in cone}
+
+    def _nearest(self, i: int, p: int, k: int) -> list[int]:
+        """Op i and the ops of its block it reads (transitively), at positions >= p, nearest
+        first, at most k of them."""
+        a = self._ancestries.get(i)
+        if a is None:
+            a = self._ancestries[i] = _Ancestry(i, self.pos[i])
+        block, pos, owner, b = self.block, self.pos, self.owner, self.block[i]
+        heap, seen, found, keys = a.heap, a.seen, a.found, a.keys
+        while len(found) < k and heap and -heap[0][0] >= p:
+            key, j = heapq.heappop(heap)
+            found.append(j)
+            keys.append(key)
+            for v in self._inputs(j):
+                o = owner[v]
+                if o != _OUTSIDE and o not in seen and block[o] == b:
+                    seen.add(o)
+                    heapq.heappush(heap, (-pos[o], o))
+        return found[:min(k, bisect.bisect_right(keys, -p))]
+
+    def related_ops(self, first: int, up: int, down: int, budget: int, name: str | None) -> list[ir.Operation]:
+        """`base.related_ops` for an indexed op."""
+        block, owner, arg = self.block, self.owner, self.arg
+        b = block[first]
+        frontier: Sequence[int] = self.operands(first)
+        ancestors: list[int] = []
+        seen_vals: set[int] = set()
+        for hop in range(up):
+            nxt: list[int] = []
+            for v in frontier:
+                if v in seen_vals:
+                    continue
+                seen_vals.add(v)
+                ancestors.append(v)
+                o = owner[v]
+                if o != _OUTSIDE:
+                    if block[o] == b:
+                        nxt.extend(self.operands(o))
+                elif hop == 0 and arg[v][0] == b:
+                    args = self.block_args[b]
+                    number = arg[v][1]
+                    lo, hi = max(0, number - budget // 2), min(len(args), number + budget // 2 + 1)
+                    nxt.extend(a for a in args[lo:hi] if a not in seen_vals)
+            frontier = nxt
+        ancestors.extend(v for v in frontier if v not in seen_vals)
+        # down: the users of the ancestors, then the users of those ops' results, ...
+        found: list[int] = []
+        visited = {first}
+        level: list[int] = []
+        for v in ancestors if down > 0 else ():
+            for u in self.users(v):
+                if u in visited or u == _OUTSIDE or block[u] != b:
+                    continue
+                visited.add(u)
+                found.append(u)
+                if len(found) >= budget:
+                    return self._named(found, name)
+                level.append(u)
+        successors = self._successors
+        for _ in range(down - 1):
+            nxt = []
+            for u in level:
+                after = successors.get(u)
+                if after is None:
+                    after = self._successors_of(u)
+                for w in after:
+                    if w in visited:
+                        continue
+                    visited.add(w)
+                    found.append(w)
+                    if len(found) >= budget:
+                        return self._named(found, name)
+                    nxt.append(w)
+            level = nxt
+        return self._named(found, name)
+
+    def _successors_of(self, i: int) -> list[int]:
+        """The users of op i's results in its block, one per use, in use-list order."""
+        block, b = self.block, self.block[i]
+        got = self._successors[i] = [u for r in self.results[i] for u in self.users(r) if u != _OUTSIDE and block[u] == b]
+        return got
+
+    def _named(self, found: list[int], name: str | None) -> list[ir.Operation]:
+        ops, names = self.ops, self.names
+        return [ops[i] for i in found if name is None or names[i] == name]
+
+
+class _Ancestry:
+    """A search for the ops one op reads, nearest (latest in the block) first, kept to resume:
+    `found` so far with `keys` (minus their positions, ascending), and the ops still to visit."""
+
+    __slots__ = ("heap", "seen", "found", "keys")
+
+    def __init__(self, i: int, pos: int):
+        self.heap = [(-pos, i)]
+        self.seen = {i}
+        self.found: list[int] = []
+        self.keys: list[int] = []
+
+
+_active: Index | None = None
+
+
+@contextlib.contextmanager
+def indexed(body: ir.Block) -> Iterator[Index]:
+    """While active, the helpers answer from an `Index` of `body`, which must not change."""
+    global _active
+    previous, _active = _active, Index(body)
+    try:
+        yield _active
+    finally:
+        _active = previous
+
+
+def forget_users() -> None:
+    """Drop the cached users of values (call when ops are added or erased while indexed)."""
+    if _active is not None:
+        _active._users.clear()
+        _active._user_ops.clear()
+        _active._successors.clear()
+
+
+def find(op: ir.Operation) -> tuple[Index, int] | None:
+    """(the active index, `op`'s number) when `op` is an indexed op, else None."""
+    ix = _active
+    if ix is not None:
+        i = ix.op_number(op)
+        if i is not None:
+            return ix, i
+    return None
+
+
+# --- accessors: the same answers as the MLIR calls in each docstring ----------------------------
+# (`name` and `is_before` only try the objects the index handed out: asking MLIR costs no more
+# than hashing another object.)
+
+def name(op: ir.Operation) -> str:
+    """`op.name`."""
+    ix = _active
+    if ix is not None:
+        i = ix._by_id.get(id(op))
+        if i is not None:
+            return ix.names[i]
+    return op.name
+
+
+def operands(op: ir.Operation) -> Sequence[ir.Value]:
+    """`op.operands`."""
+    found = find(op)
+    if found is None:
+        return list(op.operands)
+    ix, i = found
+    return [ix.values[v] for v in ix.operands(i)]
+
+
+def results(op: ir.Operation) -> Sequence[ir.Value]:
+    """`op.results`."""
+    found = find(op)
+    if found is None:
+        return list(op.results)
+    ix, i = found
+    return [ix.values[v] for v in ix.results[i]]
+
+
+def producer(value: ir.Value, names: tuple[str, ...]) -> ir.OpView | None:
+    """`value.owner` for an op result (of an op named in `names`, if any), else None."""
+    ix = _active
+    if ix is not None:
+        v = ix.value_number.get(value)
+        if v is not None:
+            i = ix.owner[v]
+            if i != _OUTSIDE:
+                return None if names and ix.names[i] not in names else ix.view(i)
+            if ix.arg[v][0] != _OUTSIDE:  # a block argument
+                return None
+    if not isinstance(value, ir.OpResult):
+        return None
+    op = value.owner
+    return None if names and op.operation.name not in names else op
+
+
+def view(op: ir.Operation) -> ir.OpView:
+    """`op.opview`."""
+    found = find(op)
+    return op.opview if found is None else found[0].view(found[1])
+
+
+def users(value: ir.Value) -> list[ir.Operation]:
+    """The op owning each use of `value`, in use-list order."""
+    ix = _active
+    if ix is not None:
+        v = ix.value_number.get(value)
+        if v is not None:
+            return list(ix.user_ops(v))
+    return [use.owner.operation for use in value.uses]
+
+
+def num_uses(value: ir.Value) -> int:
+    """How many uses `value` has."""
+    ix = _active
+    if ix is not None:
+        v = ix.value_number.get(value)
+        if v is not None:
+            return len(ix.users(v))
+    return sum(1 for _ in value.uses)
+
+
+def is_before(a: ir.Operation, b: ir.Operation) -> bool:
+    """`a.is_before_in_block(b)` for two ops of one block."""
+    ix = _active
+    if ix is not None:
+        i, j = ix._by_id.get(id(a)), ix._by_id.get(id(b))
+        if i is not None and j is not None:
+            return ix.pos[i] < ix.pos[j]
+    return a.is_before_in_block(b)
+
+
+def memo(op: ir.Operation, tag: Hashable, compute: Callable[[], T]) -> T:
+    """`compute()`, a fact about `op`, remembered under `tag` while `op` is an indexed op."""
+    found = find(op)
+    return compute() if found is None else found[0].memo(found[1], tag, compute)
