@@ -155,9 +155,11 @@ def _record(roots: list[ir.Value], members, redirect: dict, stats: AugmentStats,
     roots = [redirect.get(r, r) for r in roots]
     mapped = [(p, _map_values(m, redirect)) for p, m in members]
     inputs: list[ir.Value] = []
+    seen = set(roots)  # a set: comparing two Values is a call into MLIR
     for _, m in mapped:
         for v in _values_in(m, []):
-            if v not in roots and v not in inputs:
+            if v not in seen:
+                seen.add(v)
                 inputs.append(v)
     operands = roots + inputs
 
@@ -204,13 +206,14 @@ def _build_choice(p: Pattern, block: ir.Block, m: Match, num_roots: int) -> str 
             return f"rewrite returned {type(v).__name__}, not a Value"
         if v.type != root.type:
             return f"replacement {i} has type {v.type}, the original {root.type}"
+    built = list(walk_ops(block))
     defined: set[ir.Value] = set(args)
-    for op in walk_ops(block):
+    for op in built:
         defined.update(op.results)
         for r in op.regions:
             for b in r.blocks:
                 defined.update(b.arguments)
-    for op in walk_ops(block):
+    for op in built:
         for v in op.operands:
             if v not in defined:
                 return f"{op.name} reads a value from outside its region (use values from the Match)"

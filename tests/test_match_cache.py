@@ -53,7 +53,7 @@ def _facts(ops, i):
     firsts = ops[max(0, i - 30):i + 1:5]
     return (
         base.related_ops(op), base.related_ops(op, budget=256), base.related_ops(op, up=1, down=0),
-        base.related_ops(op, name=op.name),
+        base.related_ops(op, name=op.name), base.related_ops(op, budget=256, after=True),
         [base.ancestors_since(op.operands, f, 4) for f in firsts],
         [base.ancestors_since(op.operands, f) for f in firsts],
         [base.depends_on(v, f) for v in op.operands for f in firsts],

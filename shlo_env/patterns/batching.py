@@ -118,8 +118,8 @@ class BatchElementwiseChains(Pattern):
         members = [(op, leaves)]
         cones = [ancestors_since(_leaf_values(leaves), op, MAX_CONE)]  # what each member reads, since op
         tries = 0
-        for other in related_ops(op, budget=256, name=mc.name(op.operation)):
-            if not mc.is_before(op.operation, other) or not _is_chain_root(other):
+        for other in related_ops(op, budget=256, name=mc.name(op.operation), after=True):
+            if not _is_chain_root(other):
                 continue
             other = mc.view(other)
             s2, l2 = _chain_of(other)
@@ -196,9 +196,7 @@ class BatchDots(Pattern):
         members = [op]
         cones = [ancestors_since(op.operands, op, MAX_CONE)]  # what each member reads, since op
         tries = 0
-        for other in related_ops(op, budget=256, name="stablehlo.dot_general"):
-            if not mc.is_before(op.operation, other):
-                continue
+        for other in related_ops(op, budget=256, name="stablehlo.dot_general", after=True):
             other = mc.view(other)
             if _dot_key(other) != key:
                 continue

@@ -112,7 +112,7 @@ def _merge_partner(op):
     """The nearest later op of the same kind, types and attributes, independent of `op`."""
     op = op.operation
     name, types = mc.name(op), _types(op)
-    candidates = [o for o in related_ops(op, name=name) if _types(o) == types and mc.is_before(op, o)]
+    candidates = [o for o in related_ops(op, name=name, after=True) if _types(o) == types]
     if candidates:
         attrs = attr_strings(op)
         candidates = [o for o in candidates if attr_strings(o) == attrs]

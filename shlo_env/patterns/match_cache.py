@@ -198,7 +198,8 @@ class Index:
                     heapq.heappush(heap, (-pos[o], o))
         return found[:min(k, bisect.bisect_right(keys, -p))]
 
-    def related_ops(self, first: int, up: int, down: int, budget: int, name: str | None) -> list[ir.Operation]:
+    def related_ops(self, first: int, up: int, down: int, budget: int, name: str | None,
+                    after: bool = False) -> list[ir.Operation]:
         """`base.related_ops` for an indexed op."""
         block, owner, arg = self.block, self.owner, self.arg
         b = block[first]
@@ -223,36 +224,34 @@ class Index:
                     nxt.extend(a for a in args[lo:hi] if a not in seen_vals)
             frontier = nxt
         ancestors.extend(v for v in frontier if v not in seen_vals)
-        # down: the users of the ancestors, then the users of those ops' results, ...
+        # down: the users of the ancestors, then the users of those ops' results, ...; each
+        # level is the ops `found` gained in the hop before (found[start:end])
         found: list[int] = []
         visited = {first}
-        level: list[int] = []
+        known_users = self._users
         for v in ancestors if down > 0 else ():
-            for u in self.users(v):
-                if u in visited or u == _OUTSIDE or block[u] != b:
-                    continue
-                visited.add(u)
-                found.append(u)
-                if len(found) >= budget:
-                    return self._named(found, name)
-                level.append(u)
-        successors = self._successors
-        for _ in range(down - 1):
-            nxt = []
-            for u in level:
-                after = successors.get(u)
-                if after is None:
-                    after = self._successors_of(u)
-                for w in after:
-                    if w in visited:
-                        continue
-                    visited.add(w)
-                    found.append(w)
+            us = known_users.get(v)
+            for u in us if us is not None else self.users(v):
+                if u not in visited and u != _OUTSIDE and block[u] == b:
+                    visited.add(u)
+                    found.append(u)
                     if len(found) >= budget:
-                        return self._named(found, name)
-                    nxt.append(w)
-            level = nxt
-        return self._named(found, name)
+                        return self._selected(first, found, name, after)
+        successors = self._successors
+        start = 0
+        for _ in range(down - 1):
+            end = len(found)
+            for k in range(start, end):
+                u = found[k]
+                later = successors.get(u)
+                for w in later if later is not None else self._successors_of(u):
+                    if w not in visited:
+                        visited.add(w)
+                        found.append(w)
+                        if len(found) >= budget:
+                            return self._selected(first, found, name, after)
+            start = end
+        return self._selected(first, found, name, after)
 
     def _successors_of(self, i: int) -> list[int]:
         """The users of op i's results in its block, one per use, in use-list order."""
@@ -260,9 +259,11 @@ class Index:
         got = self._successors[i] = [u for r in self.results[i] for u in self.users(r) if u != _OUTSIDE and block[u] == b]
         return got
 
-    def _named(self, found: list[int], name: str | None) -> list[ir.Operation]:
-        ops, names = self.ops, self.names
-        return [ops[i] for i in found if name is None or names[i] == name]
+    def _selected(self, first: int, found: list[int], name: str | None, after: bool) -> list[ir.Operation]:
+        """The ops of `found` named `name` (any if None), only those after `first` if `after`."""
+        ops, names, pos = self.ops, self.names, self.pos
+        p = pos[first] if after else -1
+        return [ops[i] for i in found if (name is None or names[i] == name) and pos[i] > p]
 
 
 class _Ancestry:

@@ -24,7 +24,7 @@ from shlo_env.tensor_types import (
 
 __all__ = [
     # values and their ops
-    "producer", "users", "single_use", "static_shape",
+    "producer", "producer_names", "users", "single_use", "static_shape",
     # constants
     "constant_value", "splat_value", "commuted",
     # attributes
@@ -46,6 +46,14 @@ __all__ = [
 def producer(value: ir.Value, *names: str):
     """The op (as an OpView) defining `value`, or None for block arguments / other op names."""
     return mc.producer(value, names)
+
+
+def producer_names(op) -> tuple[str | None, ...]:
+    """The name of the op defining each operand of `op` (None for a block argument): a cheap
+    first test, remembered per op, for patterns that need an operand made by some op."""
+    op = as_operation(op)
+    return mc.memo(op, "producer_names", lambda: tuple(
+        None if p is None else p.operation.name for p in (mc.producer(v, ()) for v in mc.operands(op))))
 
 
 def users(value: ir.Value) -> list:
@@ -209,7 +217,8 @@ DATA_MOVEMENT = frozenset("stablehlo." + n for n in "transpose reshape broadcast
 def is_elementwise(op) -> bool:
     """An op computing each output element from the same-index elements of its operands."""
     op = as_operation(op)
-    return mc.name(op) in ELEMENTWISE and len(mc.results(op)) == 1 and not len(op.regions)
+    return mc.name(op) in ELEMENTWISE and mc.memo(
+        op, "elementwise", lambda: len(mc.results(op)) == 1 and not len(op.regions))
 
 
 def reduce_body(op) -> str | None:
@@ -339,7 +348,7 @@ def operands_through(op, through: str):
 def sink_match(op, through: str, key):
     """Operands of elementwise `op` all produced by the same kind of `through` op (equal `key`,
     same input shape) or scalars: the Match for moving `through` below `op`, else None."""
-    if not is_elementwise(op):
+    if not is_elementwise(op) or through not in producer_names(op):
         return None
     split = operands_through(op, through)
     if split is None:
@@ -384,16 +393,18 @@ def attr_strings(op: ir.Operation) -> dict[str, str]:
     return dict(mc.memo(as_operation(op), "attr_strings", lambda: dict(attribute_items(op))))
 
 
-def related_ops(op, up: int = 2, down: int = 3, budget: int = 64, *, name: str | None = None):
+def related_ops(op, up: int = 2, down: int = 3, budget: int = 64, *, name: str | None = None,
+                after: bool = False):
     """Ops of `op`'s block that share an ancestor with `op` (within `up` producer hops, the
     block's arguments counting as one common ancestor), reached within `down` user hops;
-    only those named `name` if given (the search visits as many ops either way).
+    only those named `name` if given, and only those after `op` if `after` (the search visits
+    as many ops either way).
 
     A bounded search (no scan of the whole block), so matching stays linear in program size.
     """
     indexed = mc.find(op.operation)
     if indexed is not None:
-        return indexed[0].related_ops(indexed[1], up, down, budget, name)
+        return indexed[0].related_ops(indexed[1], up, down, budget, name, after)
     block = op.operation.block
     frontier, ancestors = list(op.operands), []
     seen_vals: set = set()
@@ -428,10 +439,14 @@ def related_ops(op, up: int = 2, down: int = 3, budget: int = 64, *, name: str |
                 visited.add(u)
                 found.append(u)
                 if len(visited) > budget:
-                    return found if name is None else [u for u in found if u.name == name]
+                    return _selected(op.operation, found, name, after)
                 nxt.extend(u.results)
         level = nxt
-    return found if name is None else [u for u in found if u.name == name]
+    return _selected(op.operation, found, name, after)
+
+
+def _selected(op: ir.Operation, found: list, name: str | None, after: bool) -> list:
+    return [u for u in found if (name is None or u.name == name) and (not after or op.is_before_in_block(u))]
 
 
 def depends_on(value: ir.Value, op, limit: int = 256) -> bool:
