@@ -398,5 +398,9 @@ def is_before(a: ir.Operation, b: ir.Operation) -> bool:
 
 def memo(op: ir.Operation, tag: Hashable, compute: Callable[[], T]) -> T:
     """`compute()`, a fact about `op`, remembered under `tag` while `op` is an indexed op."""
-    found = find(op)
-    return compute() if found is None else found[0].memo(found[1], tag, compute)
+    ix = _active  # find(op), inlined: the batching and merging patterns ask this very often
+    if ix is not None:
+        i = ix.op_number(op)
+        if i is not None:
+            return ix.memo(i, tag, compute)
+    return compute()
