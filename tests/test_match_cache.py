@@ -58,7 +58,7 @@ def _facts(ops, i):
         [base.ancestors_since(op.operands, f) for f in firsts],
         [base.depends_on(v, f) for v in op.operands for f in firsts],
         [base.users(v) for v in op.results], [base.single_use(v) for v in op.results],
-        [base.producer(v) for v in op.operands], op.name, base.is_elementwise(op),
+        [base.producer(v) for v in op.operands], base.producer_names(op), op.name, base.is_elementwise(op),
         base.attr_strings(op),
         [match_cache.is_before(f, op) for f in firsts if f.block == op.block],
     )
