@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from shlo_env.patterns.base import Match, Pattern, register
 from shlo_env.patterns.matching import (
-    broadcast_dims, concat_dim, i64s, is_elementwise, operand_kinds, producer, single_use, slice_params,
+    broadcast_dims, concat_dim, hoist_match, hoist_operands, i64s, producer,
+    slice_params,
 )
 from shlo_env.tensor_types import shape_of
 
@@ -174,20 +175,13 @@ class SliceOfElementwise(Pattern):
     root = "stablehlo.slice"
 
     def match(self, op):
-        f = producer(op.operands[0])
-        if f is None or not is_elementwise(f) or not single_use(op.operands[0]):
-            return None
-        kinds = operand_kinds(f)
-        if "x" not in kinds:
-            return None
-        start, limit, strides = slice_params(op)
-        return Match(f=f, kinds=kinds, inputs=[v if k in ("x", "same") else None for k, v in zip(kinds, f.operands)],
-                     start=start, limit=limit, strides=strides, shape=shape_of(op.result.type))
+        m = hoist_match(op, "stablehlo.slice")
+        if m is not None:
+            m["start"], m["limit"], m["strides"] = slice_params(op)
+        return m
 
     def rewrite(self, b, m):
-        ops = [b.slice(x, m.start, m.limit, m.strides) if k == "x" else x if k == "same" else k.at(b, m.shape)
-               for k, x in zip(m.kinds, m.inputs)]
-        return b.like(m.f, ops, m.shape)
+        return b.like(m.f, hoist_operands(b, m, lambda x: b.slice(x, m.start, m.limit, m.strides)), m.outer_shape)
 
 
 @register
