@@ -7,19 +7,28 @@ the procedure the search uses for a candidate (one worker request: 3 warm-ups, t
 against itself: the distribution of these ratios is what a candidate's ratio looks like when
 the rewrite changed nothing. The thresholds are
 
-    d = the `quantile` (default 0.95) of |log ratio| over all samples
+    d = the `quantile` (default 0.95) of |log ratio| over the samples
     faster = exp(-d), slower = exp(d)
 
 so a program counts as faster (slower) only when its ratio is below (above) what 95% of
 self-comparisons give (a quantile rather than the extreme, which with a few hundred samples is
-one stray measurement taken while another process ran). The paper found 0.94 / 1.06 on its machines. Profiles are stored in the
-results database per environment; `shlo-env bench` uses the latest one (and measures a quick
-one first when there is none).
+one stray measurement taken while another process ran). The paper found 0.94 / 1.06 on its
+machines.
+
+Noise depends on the runtime: a 5 µs sub-graph's self-ratios spread far wider than a 10 ms
+program's, so one pooled quantile lets the noisiest programs set the threshold of all.
+`NoiseModel` keeps each profile program's (runtime, ratios) and gives a program of runtime T the
+thresholds of the samples of the profile programs nearest to T in log runtime, taking programs
+until at least `MIN_SAMPLES` self-timings are in (the pooled thresholds when the profile has no
+per-program samples). Profiles are stored in the results database per environment, with their
+per-program samples (so a profile stored before the model existed gives the same model);
+`shlo-env bench` uses the latest one (and measures a quick one first when there is none).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import random
 import sys
@@ -61,10 +70,94 @@ def thresholds(ratios, quantile: float = 0.95) -> tuple[float, float]:
     return math.exp(-d), math.exp(d)
 
 
+MIN_SAMPLES = 30  # self-timings behind a per-runtime threshold (the nearest programs' samples)
+
+
+def accepts(ratio: float, median_ratio: float, threshold: float) -> bool:
+    """The one acceptance rule for a side-by-side measurement: faster beyond noise only when both
+    its 10th-percentile ratio and its median per-call ratio are below `threshold` (a lucky tail
+    of fast runs is not a win). The search's first timing, its confirming re-time and
+    `optimize()`'s in-process check each have to pass it."""
+    return ratio < threshold and median_ratio < threshold
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseModel:
+    """Thresholds by runtime from a noise profile (see the module doc).
+
+    `programs`: (runtime_s, self-timing ratios) per profile program, sorted by runtime;
+    `faster`/`slower`: the pooled thresholds (the fallback)."""
+
+    faster: float
+    slower: float
+    quantile: float = 0.95
+    programs: tuple[tuple[float, tuple[float, ...]], ...] = ()
+    min_samples: int = MIN_SAMPLES
+    profile_id: int | None = None
+
+    @classmethod
+    def from_profile(cls, profile: dict, min_samples: int = MIN_SAMPLES) -> "NoiseModel":
+        """The model of a stored or just measured profile (any version: only `faster`, `slower`
+        and, when present, the per-program `details` with `runtime_s` and `ratios` are read)."""
+        progs = []
+        for d in profile.get("details") or []:
+            t, ratios = d.get("runtime_s"), d.get("ratios")
+            if "error" in d or not ratios or not t or not math.isfinite(t) or t <= 0:
+                continue
+            progs.append((float(t), tuple(float(r) for r in ratios)))
+        progs.sort()
+        return cls(float(profile["faster"]), float(profile["slower"]), float(profile.get("quantile") or 0.95),
+                   tuple(progs), min_samples, profile.get("id"))
+
+    def nearest(self, runtime_s: float | None) -> list[tuple[float, tuple[float, ...]]]:
+        """The profile programs nearest to `runtime_s` in log runtime, enough for `min_samples`
+        self-timings (all of them when the profile has fewer); [] without a usable runtime."""
+        if runtime_s is None or not math.isfinite(runtime_s) or runtime_s <= 0 or not self.programs:
+            return []
+        by_distance = sorted(self.programs, key=lambda p: abs(math.log(p[0] / runtime_s)))
+        picked, n = [], 0
+        for p in by_distance:
+            picked.append(p)
+            n += len(p[1])
+            if n >= self.min_samples:
+                break
+        return picked
+
+    def thresholds(self, runtime_s: float | None) -> tuple[float, float]:
+        """(faster, slower) for a program whose original runs in `runtime_s` seconds."""
+        near = self.nearest(runtime_s)
+        if not near:
+            return self.faster, self.slower
+        return thresholds([r for _, ratios in near for r in ratios], self.quantile)
+
+    def faster_at(self, runtime_s: float | None) -> float:
+        return self.thresholds(runtime_s)[0]
+
+    def describe(self, runtime_s: float | None) -> str:
+        """Where the thresholds for `runtime_s` come from, in words."""
+        near = self.nearest(runtime_s)
+        if not near:
+            return "pooled profile thresholds"
+        lo, hi = near[0][0], near[0][0]
+        for t, _ in near:
+            lo, hi = min(lo, t), max(hi, t)
+        return (f"{sum(len(r) for _, r in near)} self-timings of {len(near)} profile programs of "
+                f"{lo * 1e3:.3g}-{hi * 1e3:.3g} ms")
+
+    def __str__(self) -> str:  # how a sweep's stored configuration shows it
+        return (f"noise profile {self.profile_id if self.profile_id is not None else '(new)'}: thresholds by "
+                f"runtime, >= {self.min_samples} nearest self-timings")
+
+
+LONG_S = 1e-4  # programs at least this slow may get `long_repeats` self-timings
+
+
 def measure(programs: list[tuple[str, Program]], *, repeats: int = 20, quantile: float = 0.95,
             worker=None, device_lock=None, timing: TimingPolicy = SEARCH, progress: bool = True,
-            timeout_s: float | None = None) -> dict:
-    """Time each program against itself `repeats` times; return the profile (see module doc).
+            timeout_s: float | None = None, long_repeats: int | None = None) -> dict:
+    """Time each program against itself `repeats` times (`long_repeats` times, when larger, if
+    its first self-timing took >= `LONG_S`: the corpus range, where the bench's per-runtime
+    thresholds need the samples); return the profile (see module doc).
     Each repeat is one timing request under `timing` (the search's policy by default: what a
     candidate's ratio is measured with); a worker started here gets `timeout_s` (default
     `timing.default_timeout()`)."""
@@ -83,16 +176,17 @@ def measure(programs: list[tuple[str, Program]], *, repeats: int = 20, quantile:
     if progress and sys.stderr.isatty():
         from tqdm import tqdm
 
-        bar = tqdm(total=len(programs) * repeats, desc="noise profile", unit="timing", file=sys.stderr,
+        bar = tqdm(total=len(programs) * max(repeats, long_repeats or 0), desc="noise profile", unit="timing", file=sys.stderr,
                    leave=False, dynamic_ncols=True)
     t0 = time.perf_counter()
     try:
         for label, program in programs:
             text = program.text()
             w.set_inputs("noise", runtime.random_inputs(program.in_specs, 0))
-            ratios, best = [], math.inf
+            ratios: list[float] = []
+            best = math.inf
             try:
-                for _ in range(repeats):
+                while len(ratios) < (max(repeats, long_repeats or 0) if best >= LONG_S else repeats):
                     a, b = w.time([text, text], "noise", timing)
                     ratios.append(b.full / a.full)
                     best = min(best, a.full, b.full)
@@ -125,18 +219,22 @@ def measure(programs: list[tuple[str, Program]], *, repeats: int = 20, quantile:
 def format_profile(profile: dict) -> str:
     from shlo_env.bench.report import format_table
 
+    model = NoiseModel.from_profile(profile)
     rows = []
     for d in profile["details"] or []:
         if "error" in d:
-            rows.append((d["program"], "-", "-", "-", "-", d["error"][:60]))
+            rows.append((d["program"], "-", "-", "-", "-", "-", d["error"][:60]))
             continue
+        faster, slower = model.thresholds(d["runtime_s"])
         rows.append((d["program"], f"{d['runtime_s'] * 1e3:.4f}", str(d["n"]), f"{d['min']:.3f}",
-                     f"{d['median']:.3f}", f"{d['max']:.3f}"))
-    head = ("program", "T ms", "repeats", "min ratio", "median", "max ratio")
+                     f"{d['median']:.3f}", f"{d['max']:.3f}", f"{faster:.3f} / {slower:.3f}"))
+    head = ("program", "T ms", "repeats", "min ratio", "median", "max ratio", "thresholds at T")
     load = profile.get("load_avg")
-    return (format_table(head, rows) + f"\n\nthresholds: faster < {profile['faster']:.3f}, slower > "
+    return (format_table(head, rows) + f"\n\npooled thresholds: faster < {profile['faster']:.3f}, slower > "
             f"{profile['slower']:.3f} ({profile['samples']} self-timings, {profile['method']}"
-            + (f"; load average {load:.2f}" if load is not None else "") + ")")
+            + (f"; load average {load:.2f}" if load is not None else "") + ")\n"
+            f"a program of runtime T gets the thresholds of the >= {model.min_samples} self-timings of the "
+            f"profile programs nearest T (column 'thresholds at T'; the bench uses these)")
 
 
 # --- `shlo-env noise` -------------------------------------------------------------------------
@@ -167,4 +265,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["measure", "profile_programs", "thresholds", "format_profile"]
+__all__ = ["MIN_SAMPLES", "NoiseModel", "accepts", "measure", "profile_programs", "thresholds", "format_profile"]

@@ -32,6 +32,7 @@ from shlo_env import cache as search_cache
 from shlo_env import xla_options as option_actions
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program, lower, parse_module
+from shlo_env.noise import accepts
 from shlo_env.numerics import SENSITIVITY_ULPS, Numerics, verify
 from shlo_env.search import passes as pass_actions
 from shlo_env.search.runner import SearchOptions, SearchSummary, optimize_program
@@ -374,7 +375,7 @@ def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out,
     t_jit, t_opt = runtime.typical(s_jit), runtime.typical(s_opt)
     ratio, median = t_opt / t_jit, runtime.median_ratio(s_jit, s_opt)
     report.baseline_s, report.optimized_s, report.ratio, report.median_ratio = t_jit, t_opt, ratio, median
-    if ratio >= threshold or median >= threshold:
+    if not accepts(ratio, median, threshold):
         return keep_original(f"in-process ratio {ratio:.3f} (median per call {median:.3f}) vs jax.jit is "
                              f"within noise (worker measured {best.ratio:.3f}, median {best.median_ratio:.3f})")
     report.returned_original = False

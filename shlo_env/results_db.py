@@ -370,8 +370,12 @@ class ResultsDB:
 def measurement_row(result: dict, *, dataset: str, uri: str, strategy: str, config: dict, cfg_key: str,
                     env: dict, profile: dict | None, peaks: tuple | None, executor: str, sweep_id: int | None,
                     started_at: str, finished_at: str, worker: str = "") -> dict:
-    """A `measurements` row from a `ProgramResult.record()` dict."""
+    """A `measurements` row from a `ProgramResult.record()` dict. Its faster/slower thresholds
+    are the profile's at the original's runtime (`shlo_env.noise.NoiseModel`)."""
+    from shlo_env.noise import NoiseModel
+
     base, best = result.get("baseline") or {}, result.get("best") or {}
+    thresholds = NoiseModel.from_profile(profile).thresholds(base.get("full")) if profile else None
     cost_o, cost_b = result.get("cost_original") or {}, result.get("cost_best") or {}
     floor = None
     if peaks is not None and peaks[0] and peaks[1] and cost_b.get("flops") is not None \
@@ -396,8 +400,8 @@ def measurement_row(result: dict, *, dataset: str, uri: str, strategy: str, conf
         "ratio": _num(result.get("ratio")), "search_ratio": _num(result.get("search_ratio")),
         "confirm_ratio": _num(result.get("confirm_ratio")),
         "noise": _num(result.get("noise")), "threshold": _num(result.get("threshold")),
-        "faster_threshold": _num(profile["faster"]) if profile else None,
-        "slower_threshold": _num(profile["slower"]) if profile else None,
+        "faster_threshold": _num(thresholds[0]) if thresholds else None,
+        "slower_threshold": _num(thresholds[1]) if thresholds else None,
         "noise_profile_id": profile.get("id") if profile else None,
         "flops_original": _num(cost_o.get("flops")), "bytes_original": _num(cost_o.get("bytes")),
         "flops_best": _num(cost_b.get("flops")), "bytes_best": _num(cost_b.get("bytes")),

@@ -28,10 +28,10 @@ PNG) and `cli` (`shlo-env bench`: the only place that turns errors into exit cod
 from shlo_env.bench.datasets import Item, dataset_label, load_items, short_label
 from shlo_env.bench.options import DEFAULT_STRATEGY, QUICK_BUDGET_S, QUICK_SUITE, BenchError, SweepOptions
 from shlo_env.bench.report import (
-    TABLE_HEADER, SweepResult, format_table, improved_rows, markdown_report, summarize, table_rows, write_reports,
+    IMPROVED_HEADER, TABLE_HEADER, SweepResult, format_table, improved_rows, markdown_report, summarize, table_rows, write_reports,
 )
 from shlo_env.bench.sweep import measurement_config, sweep
 
-__all__ = ["DEFAULT_STRATEGY", "QUICK_BUDGET_S", "QUICK_SUITE", "TABLE_HEADER", "BenchError", "Item",
+__all__ = ["DEFAULT_STRATEGY", "IMPROVED_HEADER", "QUICK_BUDGET_S", "QUICK_SUITE", "TABLE_HEADER", "BenchError", "Item",
            "SweepOptions", "SweepResult", "dataset_label", "format_table", "improved_rows", "load_items", "markdown_report",
            "measurement_config", "short_label", "summarize", "sweep", "table_rows", "write_reports"]

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from shlo_env.bench.options import DEFAULT_STRATEGY, QUICK_BUDGET_S, QUICK_SUITE, BenchError, SweepOptions
-from shlo_env.bench.report import TABLE_HEADER, format_table, header_lines, improved_rows, table_rows
+from shlo_env.bench.report import IMPROVED_HEADER, TABLE_HEADER, format_table, header_lines, improved_rows, table_rows
 from shlo_env.bench.sweep import sweep
 
 
@@ -78,12 +78,10 @@ def run(args: argparse.Namespace) -> int:
     print()
     for line in header_lines(res):
         print(line)
-    faster = res.profile["faster"] if res.profile else 0.94
-    imp = improved_rows(res.rows, faster, width=72)
+    imp = improved_rows(res.rows, res.profile, width=72)
     if imp:
         print(f"\nrewrites returned ({len(imp)}):")
-        print(format_table(("dataset", "program", "strategy", "jax.jit ms", "returned ms", "ratio", "search",
-                            "confirm", "verdict", "rewrites"), imp))
+        print(format_table(IMPROVED_HEADER, imp))
     if res.reports:
         print("\nreports: " + ", ".join(str(p) for p in res.reports.values()))
     return 0

@@ -34,6 +34,22 @@ def _geomean(xs) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.nan
 
 
+DEFAULT_THRESHOLDS = (0.94, 1.06)  # the HloEnv paper's, when there is no profile at all
+
+
+def row_thresholds(r: dict, profile: dict | None) -> tuple[float, float]:
+    """(faster, slower) of one measurement: those stored with it (the noise profile's at the
+    program's runtime), else the profile's pooled ones."""
+    if r.get("faster_threshold") is not None and r.get("slower_threshold") is not None:
+        return r["faster_threshold"], r["slower_threshold"]
+    return (profile["faster"], profile["slower"]) if profile else DEFAULT_THRESHOLDS
+
+
+def verdict(r: dict, profile: dict | None) -> str:
+    faster, slower = row_thresholds(r, profile)
+    return "faster" if r["ratio"] < faster else "slower" if r["ratio"] > slower else "within noise"
+
+
 def summarize(rows: list[dict], profile: dict | None) -> list[dict]:
     """Table 2 per (dataset, strategy): ratios vs jax.jit, % faster/slower/identical, roofline."""
     groups: dict = {}
@@ -43,8 +59,8 @@ def summarize(rows: list[dict], profile: dict | None) -> list[dict]:
     for (ds, strategy), rs in groups.items():
         ok = [r for r in rs if r["status"] == "ok" and r["ratio"] is not None]
         ratios = [r["ratio"] for r in ok]
-        faster_t = profile["faster"] if profile else 0.94
-        slower_t = profile["slower"] if profile else 1.06
+        faster_n = sum(r["ratio"] < row_thresholds(r, profile)[0] for r in ok)
+        slower_n = sum(r["ratio"] > row_thresholds(r, profile)[1] for r in ok)
         t_floor = [r["best_full"] / r["roofline_floor_s"] for r in ok
                    if r["roofline_floor_s"] and r["best_full"]]
         n = len(ok)
@@ -56,14 +72,16 @@ def summarize(rows: list[dict], profile: dict | None) -> list[dict]:
             "max_ratio": max(ratios) if n else math.nan,
             "min_ratio": min(ratios) if n else math.nan,
             "geomean_ratio": _geomean(ratios),
-            "faster_pct": 100.0 * sum(x < faster_t for x in ratios) / n if n else math.nan,
-            "slower_pct": 100.0 * sum(x > slower_t for x in ratios) / n if n else math.nan,
+            "faster_pct": 100.0 * faster_n / n if n else math.nan,
+            "slower_pct": 100.0 * slower_n / n if n else math.nan,
             "identical_pct": 100.0 * sum(bool(r["identical"]) for r in ok) / n if n else math.nan,
-            "faster_n": sum(x < faster_t for x in ratios), "slower_n": sum(x > slower_t for x in ratios),
+            "faster_n": faster_n, "slower_n": slower_n,
             "identical_n": sum(bool(r["identical"]) for r in ok),
             "roofline_geomean": _geomean(t_floor), "roofline_n": len(t_floor),
-            "best_program": best["name"] if best else "", "faster_threshold": faster_t,
-            "slower_threshold": slower_t,
+            "best_program": best["name"] if best else "",
+            # the pooled profile thresholds (each row is classified by its own, `row_thresholds`)
+            "faster_threshold": profile["faster"] if profile else DEFAULT_THRESHOLDS[0],
+            "slower_threshold": profile["slower"] if profile else DEFAULT_THRESHOLDS[1],
             "strategies_used": sorted({r["strategy_used"] for r in ok if r["strategy_used"]}),
         })
     return out
@@ -103,8 +121,13 @@ def _clip(text: str, width: int | None) -> str:
     return text[: width - 4].rsplit(", ", 1)[0] + ", ..."
 
 
-def improved_rows(rows: list[dict], faster: float, width: int | None = None) -> list[tuple]:
-    """One row per program where a rewrite was returned; the rewrites column cut at `width`."""
+IMPROVED_HEADER = ("dataset", "program", "strategy", "jax.jit ms", "returned ms", "ratio", "search", "confirm",
+                   "faster <", "verdict", "rewrites")
+
+
+def improved_rows(rows: list[dict], profile: dict | None, width: int | None = None) -> list[tuple]:
+    """One row per program where a rewrite was returned, with its own faster threshold and
+    verdict (`row_thresholds`); the rewrites column cut at `width`."""
     out = []
     for r in rows:
         if r["status"] == "ok" and r["ratio"] is not None and not r["returned_original"]:
@@ -112,7 +135,7 @@ def improved_rows(rows: list[dict], faster: float, width: int | None = None) -> 
             out.append((short_label(r["dataset"]), r["name"], r["strategy_used"] or r["strategy"],
                         _f((r["baseline_full"] or math.nan) * 1e3, "{:.4f}"), _f((r["best_full"] or math.nan) * 1e3, "{:.4f}"),
                         _f(r["ratio"]), _f(r["search_ratio"]), _f(r["confirm_ratio"]),
-                        "faster" if r["ratio"] < faster else "within noise",
+                        _f(row_thresholds(r, profile)[0]), verdict(r, profile),
                         _clip(", ".join(_compress(applied)), width) or "-"))
     return out
 
@@ -188,7 +211,8 @@ def header_lines(result: SweepResult) -> list[str]:
              f"jax {env['jax']}, jaxlib {env['jaxlib']}, shlo_env {env['shlo_env']} (environment {env['env_id']})"]
     if prof:
         lines.append(f"noise profile {prof['id']} ({prof['created'][:19]}, {prof['samples']} self-timings, load "
-                     f"{_f(prof['load_avg'], '{:.2f}')}): faster < {prof['faster']:.3f}, slower > {prof['slower']:.3f}")
+                     f"{_f(prof['load_avg'], '{:.2f}')}): pooled faster < {prof['faster']:.3f}, slower > {prof['slower']:.3f}; "
+                     f"each program is judged by the thresholds at its runtime (CSV: faster_threshold)")
     if peaks[0] and peaks[1]:
         lines.append(f"roofline peaks: {peaks[0] / 1e9:.1f} GFLOP/s, {peaks[1] / 1e9:.1f} GB/s ({peaks[2]})")
     else:
@@ -200,7 +224,6 @@ def header_lines(result: SweepResult) -> list[str]:
 
 
 def markdown_report(result: SweepResult, configs: dict, paths: dict) -> str:
-    faster = result.profile["faster"] if result.profile else 0.94
     md = ["# shlo-env bench", ""]
     md += [f"- {x}" for x in header_lines(result)]
     cfg: dict = next(iter(configs.values()), {})
@@ -211,14 +234,14 @@ def markdown_report(result: SweepResult, configs: dict, paths: dict) -> str:
            "Ratio = T(returned program) / T(original compiled by XLA, i.e. jax.jit), measured side by side "
            "in one worker (10th percentile of >= 10 interleaved runs), in a final measurement independent of the "
            "search; 1.000 exactly when the original is returned. % faster / % slower: ratio below / above "
-           "the noise-profile thresholds. % identical: the returned program has the original's DAG hash. "
+           "the noise-profile thresholds at the program's runtime (the self-timings of the profile programs "
+           "nearest in runtime; the same threshold the search accepted with). % identical: the returned program has the original's DAG hash. "
            "T/roofline: geomean of the returned program's time over flops/peak + bytes/bandwidth "
            "(XLA cost analysis; a while body is counted once, so loops look far from the floor).", ""]
-    imp = improved_rows(result.rows, faster, width=240)
+    imp = improved_rows(result.rows, result.profile, width=240)
     if imp:
         md += ["## Programs where a rewrite was returned", "",
-               format_table(("dataset", "program", "strategy", "jax.jit ms", "returned ms", "ratio",
-                             "search", "confirm", "verdict", "rewrites"), imp), ""]
+               format_table(IMPROVED_HEADER, imp), ""]
     errs = [r for r in result.rows if r["status"] != "ok"]
     if errs:
         md += ["## Errors", "", format_table(("dataset", "program", "strategy", "error"),
@@ -260,8 +283,8 @@ def plot_ratios(rows: list[dict], profile: dict | None, path: Path) -> str | Non
     ax.set_xscale("log")
     ax.axvline(1.0, color="gray", lw=1)
     if profile:
-        ax.axvline(profile["faster"], color="tab:green", ls="--", lw=1, label=f"faster < {profile['faster']:.3f}")
-        ax.axvline(profile["slower"], color="tab:red", ls="--", lw=1, label=f"slower > {profile['slower']:.3f}")
+        ax.axvline(profile["faster"], color="tab:green", ls="--", lw=1, label=f"pooled faster < {profile['faster']:.3f}")
+        ax.axvline(profile["slower"], color="tab:red", ls="--", lw=1, label=f"pooled slower > {profile['slower']:.3f}")
         ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
         hi = max(max(max(v) for v in groups.values()), profile["slower"])
         ax.set_xlim(right=hi * 1.15)

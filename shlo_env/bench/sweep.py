@@ -17,7 +17,9 @@ from shlo_env.bench.report import SweepResult, summarize, write_reports
 if TYPE_CHECKING:
     from shlo_env.executors import Task
 
-QUICK_NOISE = dict(programs=10, repeats=6)  # measured before a sweep when the DB has no profile
+# measured before a sweep when the DB has no profile; programs of >= 0.1 ms (the corpus, whose
+# per-runtime thresholds the bench's verdicts use) get more self-timings
+QUICK_NOISE = dict(programs=10, repeats=6, long_repeats=12)
 FULL_NOISE = dict(programs=10, repeats=20)  # `--noise-profile`, `shlo-env noise`
 
 
@@ -71,15 +73,20 @@ def sweep(datasets: Sequence[str] = QUICK_SUITE, strategies: Sequence[str] = (DE
             spec = dict(FULL_NOISE if o.noise_profile else QUICK_NOISE)
             if o.noise_repeats:
                 spec["repeats"] = o.noise_repeats
+            more = f", {spec['long_repeats']} for those of >= 0.1 ms" if spec.get("long_repeats") else ""
             print(f"measuring this machine's noise profile ({spec['programs']} programs x {spec['repeats']} "
-                  f"self-timings){'' if o.noise_profile else '; shlo-env noise measures a longer one'}", file=log)
+                  f"self-timings{more}){'' if o.noise_profile else '; shlo-env noise measures a longer one'}", file=log)
             measured = noise.measure(noise.profile_programs(spec["programs"], o.seed), repeats=spec["repeats"],
-                                     device_lock=DeviceLock(), progress=o.progress)
+                                     long_repeats=spec.get("long_repeats"), device_lock=DeviceLock(),
+                                     progress=o.progress)
             db.add_noise_profile(env_id, measured)
             profile = db.noise_profile(env_id)
             assert profile is not None  # just stored
-        print(f"noise profile {profile['id']}: faster < {profile['faster']:.3f}, slower > {profile['slower']:.3f} "
-              f"({profile['samples']} self-timings, {profile['created'][:19]})", file=log)
+        model = noise.NoiseModel.from_profile(profile)
+        print(f"noise profile {profile['id']}: pooled faster < {profile['faster']:.3f}, slower > "
+              f"{profile['slower']:.3f} ({profile['samples']} self-timings, {profile['created'][:19]}); each "
+              f"program gets the thresholds of the profile programs nearest its runtime "
+              f"(1 ms: faster < {model.faster_at(1e-3):.3f})", file=log)
 
         # the programs and the measurements asked for
         pattern_names = [type(p).__name__ if not getattr(p, "name", None) else p.name
@@ -88,7 +95,7 @@ def sweep(datasets: Sequence[str] = QUICK_SUITE, strategies: Sequence[str] = (DE
                     min_gain=o.min_gain, patterns=o.patterns,
                     # XLA option actions are `name=value` tokens in the same action tuple as passes
                     passes=list(pass_actions.resolve(o.passes)) + list(option_actions.resolve(o.xla_options)),
-                    timeout_s=o.timeout_s, threshold=profile["faster"])
+                    timeout_s=o.timeout_s, threshold=model)
         configs = {s: measurement_config(s, opts, pattern_names) for s in strategies}
         keys = {s: config_key(c) for s, c in configs.items()}
         wanted = [(it, s) for it in items for s in strategies]
@@ -174,7 +181,7 @@ def _run(db, todo: list[tuple[Item, str]], o: SweepOptions, plan: _Plan, sweep_i
             db.add_measurement(row, program=it.info, replace=o.retry_errors)
             if row["status"] != "ok":
                 errors += 1
-            elif row["ratio"] is not None and row["ratio"] < profile["faster"]:
+            elif row["ratio"] is not None and row["ratio"] < row["faster_threshold"]:
                 faster += 1
             bar.set_postfix_str(f"{it.name[:28]} {row['ratio'] if row['ratio'] is not None else float('nan'):.3f}"
                                 f" | {faster} faster" + (f", {errors} errors" if errors else ""), refresh=False)

@@ -357,12 +357,16 @@ class Evaluator:
             ev.ratio, ev.confirmed = src.ratio, True
         return ev.ratio
 
-    def retime(self, ev: Evaluation) -> float:
+    def retime_ratios(self, ev: Evaluation) -> tuple[float, float]:
         """A second, independent side-by-side measurement (guards against a lucky first one):
-        the larger of its 10th-percentile and median per-call ratios."""
+        its 10th-percentile and median per-call ratios."""
         self.stats.retimed += 1
         base, cand = self._side_by_side(ev)
-        return max(cand.full / base.full, runtime.median_ratio(base.samples, cand.samples))
+        return cand.full / base.full, runtime.median_ratio(base.samples, cand.samples)
+
+    def retime(self, ev: Evaluation) -> float:
+        """`retime_ratios`, the larger of the two (it clears a threshold only when both do)."""
+        return max(self.retime_ratios(ev))
 
     def cost(self, program: Program, passes=(), hash: str | None = None) -> dict:  # noqa: A002
         """XLA's cost analysis (flops, bytes) of a state: one compile, no run, no timing.

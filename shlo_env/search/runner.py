@@ -49,6 +49,7 @@ import numpy as np
 from shlo_env import xla_options as option_actions
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
+from shlo_env.noise import NoiseModel, accepts
 from shlo_env.numerics import Numerics
 from shlo_env.patterns.base import resolve as resolve_patterns
 from shlo_env.search import passes as pass_actions
@@ -235,8 +236,9 @@ class SearchOptions:
       num_random, seed: the seeded random input sets every candidate is verified on (besides
         the program's example inputs).
       min_gain: the smallest speedup worth taking (raised to twice the measured noise).
-      threshold: an external acceptance threshold (e.g. the machine's noise profile "faster"
-        threshold); the stricter of it and the per-program one is used.
+      threshold: an external acceptance threshold: a ratio, or a `shlo_env.noise.NoiseModel`
+        (the machine's noise profile), whose "faster" threshold at the original's runtime is
+        used; the stricter of it and the per-program one is used.
       timeout_s: per request limit of the worker this call starts (None: SHLO_ENV_TIMEOUT_S).
       passes / xla_options: XLA passes the search may disable and compile options it may set
         (`shlo_env.search.passes`, `shlo_env.xla_options`); both are toggles of one action tuple.
@@ -255,7 +257,7 @@ class SearchOptions:
     num_random: int = 3
     seed: int = 0
     min_gain: float = 0.03
-    threshold: float | None = None
+    threshold: float | NoiseModel | None = None
     timeout_s: float | None = None
     passes: bool | Sequence[str] = False
     xla_options: bool | str | Sequence[str] = False
@@ -306,8 +308,10 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
                 return res
             evaluator.hard_deadline = budget.hard_deadline(t0)
             thr = 1.0 - max(o.min_gain, 2.0 * res.noise)
-            if o.threshold is not None and not math.isnan(o.threshold):
-                thr = min(thr, float(o.threshold))
+            external = o.threshold.faster_at(evaluator.baseline_s) if isinstance(o.threshold, NoiseModel) \
+                else o.threshold
+            if external is not None and not math.isnan(external):
+                thr = min(thr, float(external))
             res.threshold = thr
             bar = progress if isinstance(progress, Progress) else Progress(bool(progress), label=name,
                                                                           budget_s=budget.total_s)
@@ -388,18 +392,20 @@ def _decide(res: ProgramResult, evaluator: Evaluator, best, space: int, thr: flo
                       "no candidate was verified faster than the original" if res.candidates_evaluated
                       else "the search evaluated no candidate")
         return False
-    if best.ratio >= thr or best.median_ratio >= thr:  # both must clear it (a lucky tail is not a win)
+    if not accepts(best.ratio, best.median_ratio, thr):
         res.reason = (f"best candidate ratio {best.ratio:.3f} (median per call {best.median_ratio:.3f}) "
                       f"is within noise (threshold {thr:.3f})")
         return False
     if confirm:
         try:
-            res.confirm_ratio = evaluator.retime(best)
+            again, again_median = evaluator.retime_ratios(best)
         except CandidateError as e:
             res.reason = f"best candidate could not be timed again ({e})"
             return False
-        if res.confirm_ratio >= thr:
-            res.reason = f"best candidate did not confirm: ratio {best.ratio:.3f} then {res.confirm_ratio:.3f}"
+        res.confirm_ratio = max(again, again_median)
+        if not accepts(again, again_median, thr):
+            res.reason = (f"best candidate did not confirm: ratio {best.ratio:.3f} then {again:.3f} "
+                          f"(median per call {again_median:.3f})")
             return False
     return True
 
