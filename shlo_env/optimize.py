@@ -95,8 +95,10 @@ class Report(SearchSummary):
             lines.append("  persistent cache: hit (searched in an earlier run, checked against jax.jit "
                          "on a seeded random input set)")
         fails = ", ".join(f"{k} {v}" for k, v in sorted(self.failures.items()))
+        untimed = ", ".join(f"{k} {v}" for k, v in sorted(self.untimed.items()))
         lines.append(f"  search: {self.candidates_evaluated} candidates, {self.cache_hits} cache hits "
                      f"({self.hit_rate:.0%})" + (f", rejected: {fails}" if fails else "")
+                     + (f", verified but not timed: {untimed}" if untimed else "")
                      + f", {self.search_s:.1f} s of {self.total_s:.1f} s")
         return "\n".join(lines)
 
@@ -313,6 +315,7 @@ def _report_from(stored: dict, name: str) -> Report:
     values: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in stored.items() if k in fields}
     report = Report(**{**values, "name": name})
     report.cache, report.candidates_evaluated, report.cache_hits, report.failures = "hit", 0, 0, {}
+    report.untimed = {}
     report.search_s = 0.0
     return report
 

@@ -84,7 +84,7 @@ CREATE TABLE IF NOT EXISTS measurements (
     noise REAL, threshold REAL, faster_threshold REAL, slower_threshold REAL, noise_profile_id INTEGER,
     flops_original REAL, bytes_original REAL, flops_best REAL, bytes_best REAL,
     transcendentals_best REAL, roofline_floor_s REAL,
-    candidates INTEGER, cache_hits INTEGER, timed INTEGER, failures TEXT,
+    candidates INTEGER, cache_hits INTEGER, timed INTEGER, failures TEXT, untimed TEXT,
     decision_space REAL, num_alternatives INTEGER, strategy_info TEXT,
     search_s REAL, total_s REAL, executor TEXT, sweep_id INTEGER, worker TEXT,
     started_at TEXT, finished_at TEXT,
@@ -92,6 +92,9 @@ CREATE TABLE IF NOT EXISTS measurements (
 );
 CREATE INDEX IF NOT EXISTS measurements_by_sweep ON measurements (dataset, strategy, config_key, env_id);
 """
+
+# columns added after a table was first released: added to an older database when it is opened
+ADDED_COLUMNS = {"measurements": (("untimed", "TEXT"),)}
 
 KEY_FIELDS = ("dataset", "uri", "program_hash", "strategy", "config_key", "env_id")
 
@@ -201,6 +204,11 @@ class ResultsDB:
         # executescript() commits first; schema statements are idempotent (IF NOT EXISTS).
         self.conn.executescript(SCHEMA)
         with self.transaction() as c:
+            for table, columns in ADDED_COLUMNS.items():
+                have = {r[1] for r in c.execute(f"PRAGMA table_info({table})")}
+                for name, kind in columns:
+                    if name not in have:
+                        c.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
             row = c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             if row is None:
                 c.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
@@ -408,6 +416,7 @@ def measurement_row(result: dict, *, dataset: str, uri: str, strategy: str, conf
         "transcendentals_best": _num(cost_b.get("transcendentals")), "roofline_floor_s": _num(floor),
         "candidates": result.get("candidates_evaluated"), "cache_hits": result.get("cache_hits"),
         "timed": result.get("timed"), "failures": _j(result.get("failures")),
+        "untimed": _j(result.get("untimed")),
         "decision_space": _num(result.get("decision_space")), "num_alternatives": result.get("num_alternatives"),
         "strategy_info": _j(result.get("strategy_info")),
         "search_s": _num(result.get("search_s")), "total_s": _num(result.get("total_s")),

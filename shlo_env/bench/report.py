@@ -155,7 +155,7 @@ CSV_COLUMNS = ("dataset", "uri", "name", "strategy", "strategy_used", "status", 
                "baseline_compute_ms", "best_compute_ms", "identical", "returned_original", "applied",
                "disabled_passes", "decisions", "numerics", "noise", "threshold", "faster_threshold",
                "slower_threshold", "flops_best", "bytes_best", "roofline_floor_ms", "t_over_floor",
-               "candidates", "cache_hits", "decision_space", "search_s", "total_s", "program_hash", "best_hash",
+               "candidates", "cache_hits", "untimed", "decision_space", "search_s", "total_s", "program_hash", "best_hash",
                "error", "reason", "env_id", "machine", "jax", "jaxlib", "finished_at")
 
 
@@ -242,6 +242,15 @@ def markdown_report(result: SweepResult, configs: dict, paths: dict) -> str:
     if imp:
         md += ["## Programs where a rewrite was returned", "",
                format_table(IMPROVED_HEADER, imp), ""]
+    untimed = [r for r in result.rows if r["status"] == "ok" and r.get("untimed") not in (None, "{}", "null")]
+    if untimed:
+        md += ["## Verified candidates left untimed", "",
+               "Candidates that passed verification but got no timing (budget: the search's hard deadline "
+               "came during their verification or timing; not asked: the strategy only verified them).", "",
+               format_table(("dataset", "program", "untimed (why: how many)", "outcome"),
+                            [(short_label(r["dataset"]), r["name"], ", ".join(
+                                f"{k}: {v}" for k, v in sorted(json.loads(r["untimed"]).items())),
+                              (r["reason"] or "")[:120]) for r in untimed]), ""]
     errs = [r for r in result.rows if r["status"] != "ok"]
     if errs:
         md += ["## Errors", "", format_table(("dataset", "program", "strategy", "error"),

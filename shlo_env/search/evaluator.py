@@ -48,6 +48,7 @@ class Evaluation:
     same_executable_as: str = ""  # key of the state whose timing this one reused (same executable)
     confirmed: bool = False  # timed a second time; ratio is the slower of the two measurements
     verified: Numerics | None = None  # the tier verification established (EXACT: bitwise equal)
+    untimed: str = ""  # why a verified state has no timing (yet): "budget: ...", "not asked"
 
     @property
     def key(self) -> str:
@@ -89,6 +90,9 @@ class EvaluatorStats:
     executable_hits: int = 0  # timings reused: the state compiled to an executable already timed
     retimed: int = 0
     costed: int = 0  # cost analyses (a compile, no run)
+    # states left without a timing, by why: "budget" (the hard deadline came during their
+    # verification or timing), "not asked" (verified only, never asked for a timing)
+    untimed: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     # how many times each state key was verified / timed: every count is 1 (tests check it)
     verifications: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     timings: collections.Counter = dataclasses.field(default_factory=collections.Counter)
@@ -103,9 +107,19 @@ class EvaluatorStats:
 
     def summary(self) -> str:
         fails = ", ".join(f"{k} {v}" for k, v in sorted(self.failures.items()))
+        untimed = ", ".join(f"{k} {v}" for k, v in sorted(self.untimed.items()))
         return (f"{self.evaluated} states evaluated, {self.timed} timed, {self.cache_hits} cache hits "
                 f"({self.hit_rate:.0%}), {self.executable_hits} timings reused (same executable)"
-                + (f", rejected: {fails}" if fails else ""))
+                + (f", rejected: {fails}" if fails else "") + (f", untimed: {untimed}" if untimed else ""))
+
+    def untimed_states(self, cache: dict) -> dict[str, int]:
+        """Verified states of `cache` still without a timing, by reason kind ("budget", "not
+        asked"), plus states abandoned at the deadline during verification."""
+        out = collections.Counter(self.untimed)
+        for ev in cache.values():
+            if ev.ok and not ev.timed and ev.untimed:
+                out[ev.untimed.split(":", 1)[0]] += 1
+        return dict(out)
 
 
 class Evaluator:
@@ -243,12 +257,18 @@ class Evaluator:
             self.stats.evaluated += 1
             cached = self._verify(h, program, passes)
             if cached.failure is FailureKind.BUDGET:
-                return cached  # abandoned at the deadline: not the candidate's fault, not cached
+                self.stats.untimed["budget"] += 1  # abandoned during verification
+                return cached  # not the candidate's fault, not cached
             self.cache[key] = cached
         if cached.ok and time_it and not cached.timed:
             self._time(cached)
             if cached.failure is FailureKind.BUDGET:
-                cached.ok, cached.error, cached.failure = True, "", None  # verified still; timing can be retried later
+                # verified still; timing can be retried later (the reason stays until then)
+                cached.ok, cached.untimed, cached.error, cached.failure = True, cached.error, "", None
+            elif cached.timed:
+                cached.untimed = ""
+        elif cached.ok and not cached.timed and not time_it and not cached.untimed:
+            cached.untimed = "not asked: verified only (the strategy did not ask for a timing)"
         return cached
 
     def verify_only(self, program: Program, passes=()) -> Evaluation:
@@ -264,7 +284,7 @@ class Evaluator:
         if e.kind is FailureKind.TIMEOUT and self.hard_deadline is not None \
                 and time.perf_counter() >= self.hard_deadline - 0.1:
             ev.ok, ev.failure = False, FailureKind.BUDGET  # not counted: not the candidate's fault
-            ev.error = f"budget: {e.message}"
+            ev.error = f"budget: the search's hard deadline came during the request ({e.message})"
             return ev
         return self._fail(ev, e.kind, e.message)
 

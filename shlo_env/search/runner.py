@@ -80,6 +80,8 @@ class SearchSummary:
     candidates_evaluated: int = 0
     cache_hits: int = 0
     failures: dict = dataclasses.field(default_factory=dict)  # rejected candidates by FailureKind
+    # verified candidates left without a timing, by why ("budget", "not asked"; EvaluatorStats)
+    untimed: dict = dataclasses.field(default_factory=dict)
     decision_space: int = 1  # decision vectors at the root (pass toggles included)
     strategy_info: dict = dataclasses.field(default_factory=dict)
     search_s: float = 0.0
@@ -337,6 +339,7 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             stats = evaluator.stats
             res.candidates_evaluated, res.cache_hits, res.timed = stats.evaluated, stats.cache_hits, stats.timed
             res.failures = dict(stats.failures)
+            res.untimed = stats.untimed_states(evaluator.cache)
             res.search_best, res.stats = best, stats
             res.search_ratio = best.ratio if best.ok and best.key != evaluator.original_key else math.nan
 
@@ -391,6 +394,9 @@ def _decide(res: ProgramResult, evaluator: Evaluator, best, space: int, thr: flo
         res.reason = ("no pattern matched" if space <= 1 else
                       "no candidate was verified faster than the original" if res.candidates_evaluated
                       else "the search evaluated no candidate")
+        if res.untimed:
+            res.reason += "; not timed: " + ", ".join(f"{n} candidate{'s' if n > 1 else ''} ({why})"
+                                                      for why, n in sorted(res.untimed.items()))
         return False
     if not accepts(best.ratio, best.median_ratio, thr):
         res.reason = (f"best candidate ratio {best.ratio:.3f} (median per call {best.median_ratio:.3f}) "

@@ -1,0 +1,85 @@
+"""How stable are the noise thresholds, and are they honest? (docs/bench.md, "The noise profile")
+
+    python benchmarks/noise_stability.py --profiles 3            # back-to-back quick profiles
+    python benchmarks/noise_stability.py --profiles 1 --control 8 --control-repeats 6
+
+Stability: measures `--profiles` quick profiles back to back (the bench's spec,
+`shlo_env.bench.sweep.QUICK_NOISE`) and prints, per profile, the pooled faster threshold and the
+per-runtime one (`shlo_env.noise.NoiseModel`) at 0.3, 1 and 10 ms. Also the pooled threshold of
+the old quick spec (6 self-timings of every program: the first 6 of each program here).
+
+Control: corpus programs that are not in the profile are each timed against themselves
+`--control-repeats` times (one timing request each, as the search times a candidate); the share
+classified "faster" by the last profile's thresholds at their runtime, and by its pooled
+threshold. An honest threshold classifies about (1 - quantile) / 2 = 2.5 % of them as faster.
+Load averages are printed with each step (the machine may be shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from shlo_env import corpus, noise, runtime
+from shlo_env.bench.sweep import QUICK_NOISE
+from shlo_env.timing import SEARCH
+from shlo_env.worker import CandidateError, Worker
+
+
+def load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def old_pooled(profile: dict, repeats: int = 6) -> float:
+    return noise.thresholds([r for d in profile["details"] if "ratios" in d for r in d["ratios"][:repeats]])[0]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profiles", type=int, default=3)
+    ap.add_argument("--control", type=int, default=0, help="corpus programs timed against themselves")
+    ap.add_argument("--control-repeats", type=int, default=6)
+    ap.add_argument("--json", default=None, help="write the profiles and control ratios here")
+    a = ap.parse_args()
+    programs = noise.profile_programs(QUICK_NOISE["programs"], 0)
+    profiles = []
+    with Worker() as worker:
+        for i in range(a.profiles):
+            before = load()
+            p = noise.measure(programs, repeats=QUICK_NOISE["repeats"], long_repeats=QUICK_NOISE["long_repeats"],
+                              worker=worker, progress=False)
+            m = noise.NoiseModel.from_profile(p)
+            profiles.append(p)
+            print(f"profile {i}: {p['samples']} self-timings in {p['seconds']:.0f} s, load {before} -> {load()}: "
+                  f"pooled faster < {p['faster']:.3f} (old quick spec {old_pooled(p):.3f}); per runtime: "
+                  + ", ".join(f"{t * 1e3:g} ms {m.faster_at(t):.3f}" for t in (3e-4, 1e-3, 1e-2)), flush=True)
+        control = []
+        if a.control and profiles:
+            m = noise.NoiseModel.from_profile(profiles[-1])
+            used = {label for label, _ in programs}
+            entries = [e for e in corpus.entries("corpus") if e.uri not in used][: a.control]
+            before = load()
+            for e in entries:
+                prog = corpus.load(e.uri)
+                text = prog.text()
+                worker.set_inputs("control", runtime.random_inputs(prog.in_specs, 0))
+                try:
+                    for _ in range(a.control_repeats):
+                        x, y = worker.time([text, text], "control", SEARCH)
+                        control.append((e.uri, min(x.full, y.full), y.full / x.full))
+                except CandidateError as err:
+                    print(f"{e.uri}: {err}")
+            per_runtime = sum(r < m.faster_at(t) for _, t, r in control)
+            pooled = sum(r < m.faster for _, t, r in control)
+            print(f"control: {len(control)} self-comparisons of {len(entries)} corpus programs (load {before} -> "
+                  f"{load()}): classified faster {per_runtime} ({per_runtime / max(1, len(control)):.1%}) by the "
+                  f"per-runtime thresholds, {pooled} ({pooled / max(1, len(control)):.1%}) by the pooled one "
+                  f"({m.faster:.3f})")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"profiles": profiles, "control": control}, f)
+
+
+if __name__ == "__main__":
+    main()
