@@ -37,6 +37,7 @@ from shlo_env.numerics import SENSITIVITY_ULPS, Numerics, verify
 from shlo_env.search import passes as pass_actions
 from shlo_env.search.runner import SearchOptions, SearchSummary, optimize_program
 from shlo_env.timing import SEARCH, TimingPolicy
+from shlo_env.worker import shared as shared_worker
 
 
 @dataclasses.dataclass
@@ -275,7 +276,8 @@ def _search(fn, args, jitted, program, t0, options: SearchOptions, progress: boo
     """The search proper; also says whether its outcome may be cached (the original ran)."""
     # The search, confirmation and verification are the program-level search; the rest of the
     # budget (`Budget.hard` onwards, see shlo_env.timing) builds the callable and checks it here.
-    res = optimize_program(program, options, progress=progress)
+    with shared_worker(options.timeout_s) as worker:  # warm across calls (`shlo_env.worker.shared`)
+        res = optimize_program(program, options, worker=worker, progress=progress)
     report = Report.from_result(
         res, baseline_s=res.baseline.get("full", float("nan")),
         pass_actions=pass_actions.resolve(options.passes) + option_actions.resolve(options.xla_options))

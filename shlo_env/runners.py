@@ -14,6 +14,7 @@ Every failure a runner reports is a `CandidateError` whose `kind` is a `FailureK
 
 from __future__ import annotations
 
+import collections
 import enum
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
@@ -111,13 +112,20 @@ class InProcess:
 
     timeout_s: float | None = None  # a request in this process cannot be stopped
 
+    REFERENCES_KEPT = 16  # float64 reference outputs remembered (a warm worker serves many searches)
+
     def __init__(self) -> None:
         self._inputs: dict[str, Arrays] = {}
         self._on_device: dict[str, list] = {}  # moved to the device on first use, once
+        # (text, input key, ulps) -> reference outputs: a later search of the same program in
+        # this runner (`shlo_env.worker.shared`) neither compiles nor runs them again
+        self._references: collections.OrderedDict = collections.OrderedDict()
 
     def set_inputs(self, key: str, arrays: Sequence[np.ndarray]) -> None:
         self._inputs[key] = [np.asarray(a) for a in arrays]
         self._on_device.pop(key, None)
+        for k in [k for k in self._references if k[1] == key]:
+            del self._references[k]  # computed on the arrays this key held before
 
     def _host(self, key: str) -> Arrays:
         if key not in self._inputs:
@@ -137,7 +145,15 @@ class InProcess:
                   perturb_ulps: float = 0.0) -> Arrays | None:
         from shlo_env.import_ import load
 
-        return _guard(lambda: runtime.reference_outputs(load(text), self._host(input_key), perturb_ulps))
+        k = (text, input_key, perturb_ulps)
+        if k in self._references:
+            self._references.move_to_end(k)
+            return self._references[k]
+        out = _guard(lambda: runtime.reference_outputs(load(text), self._host(input_key), perturb_ulps))
+        self._references[k] = out
+        while len(self._references) > self.REFERENCES_KEPT:
+            self._references.popitem(last=False)
+        return out
 
     def time(self, texts: Sequence[str], input_key: str, timing: TimingPolicy = QUICK,
              disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> list[runtime.Timing]:

@@ -7,11 +7,14 @@ the caller. A crash or timeout raises `CandidateError` and the next call starts 
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -183,4 +186,40 @@ class Worker:
         return self._proc.pid if self._proc is not None else None
 
 
-__all__ = ["CandidateError", "FailureKind", "Worker", "default_timeout", "serve"]
+# --- one warm worker per process, for `optimize()` -------------------------------------------
+
+_shared: Worker | None = None
+_shared_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def shared(timeout_s: float | None = None) -> Iterator[Worker]:
+    """The process's warm worker for `optimize()` calls: started once (a fresh interpreter and
+    jax import cost seconds of every call's budget otherwise) and kept, so a later call on the
+    same program also finds the original's executable and float64 reference compiled (the
+    child caches executables by text, `runtime.compile`). Each use sets its `timeout_s`. One
+    caller at a time: a second thread meanwhile gets a fresh worker of its own (closed after).
+    A worker that crashed or hung is restarted by its next request, as any `Worker` is."""
+    global _shared
+    if not _shared_lock.acquire(blocking=False):
+        with Worker(timeout_s) as own:
+            yield own
+        return
+    try:
+        if _shared is None:
+            _shared = Worker(timeout_s)
+            atexit.register(_close_shared)
+        _shared.timeout_s = timeout_s if timeout_s is not None else default_timeout()
+        yield _shared
+    finally:
+        _shared_lock.release()
+
+
+def _close_shared() -> None:
+    global _shared
+    if _shared is not None:
+        _shared.close()
+        _shared = None
+
+
+__all__ = ["CandidateError", "FailureKind", "Worker", "default_timeout", "serve", "shared"]
