@@ -138,9 +138,7 @@ class NoiseModel:
         near = self.nearest(runtime_s)
         if not near:
             return "pooled profile thresholds"
-        lo, hi = near[0][0], near[0][0]
-        for t, _ in near:
-            lo, hi = min(lo, t), max(hi, t)
+        lo, hi = min(t for t, _ in near), max(t for t, _ in near)
         return (f"{sum(len(r) for _, r in near)} self-timings of {len(near)} profile programs of "
                 f"{lo * 1e3:.3g}-{hi * 1e3:.3g} ms")
 

@@ -1,4 +1,4 @@
-"""Why a verified candidate went untimed is recorded (Evaluation, EvaluatorStats, the search's
+"""Why a candidate went untimed is recorded (Evaluation, `Evaluator.untimed`, the search's
 result, the results database and the bench report). Timings are modelled (`ModelWorker` of
 test_search.py); nothing here is timed."""
 
@@ -52,18 +52,47 @@ def test_a_candidate_whose_timing_hit_the_deadline_says_so():
     ev = ctx.evaluator.evaluate(state.program, hash=state.hash)
     assert ev.ok and not ev.timed and ev.verified is not None  # verified, kept for a later timing
     assert ev.untimed.startswith("budget: the search's hard deadline came during the request")
-    assert ctx.evaluator.stats.untimed_states(ctx.evaluator.cache) == {"budget": 1}
+    assert ctx.evaluator.untimed() == {"budget": 1}
     res = ProgramResult(name="chain", strategy="pick-first", candidates_evaluated=1)
-    res.untimed = ctx.evaluator.stats.untimed_states(ctx.evaluator.cache)
+    res.untimed = ctx.evaluator.untimed()
     assert not _decide(res, ctx.evaluator, ctx.evaluator.cache[ctx.evaluator.original_key], 2, 0.9, True)
     assert res.reason == ("no candidate was verified faster than the original; not timed: 1 candidate (budget)")
+
+
+class DeadlineDuringVerification(ModelWorker):
+    """The hard deadline arrives while a candidate (not the original) is run for verification."""
+
+    evaluator = None
+    original = ""
+
+    def run(self, text, input_key, disabled_passes=(), timeout_s=None):
+        if text != self.original and self.evaluator.hard_deadline is not None:
+            self.evaluator.hard_deadline = time.perf_counter()
+            raise CandidateError("timeout", "no answer within 0.5 s")
+        return super().run(text, input_key, disabled_passes)
+
+
+def test_a_candidate_whose_verification_hit_the_deadline_counts_until_verified():
+    ctx, state = _candidate_ctx()
+    worker = DeadlineDuringVerification()
+    ev = ctx.evaluator
+    ev.worker = ev.verifier.runner = worker
+    for key, arrays in zip(ev.verifier.keys, ev.verifier.sets):
+        worker.set_inputs(key, arrays)
+    worker.evaluator, worker.original = ev, ev.baseline_text
+    ev.hard_deadline = time.perf_counter() + 60
+    first = ev.evaluate(state.program, hash=state.hash, time_it=False)
+    assert not first.ok and first.failure == "budget" and ev.untimed() == {"budget": 1}
+    ev.hard_deadline = None  # a later request without a deadline verifies it
+    again = ev.evaluate(state.program, hash=state.hash, time_it=False)
+    assert again.ok and ev.untimed() == {"not asked": 1}
 
 
 def test_a_candidate_only_verified_says_not_asked():
     ctx, state = _candidate_ctx()
     ev = ctx.evaluator.verify_only(state.program)
     assert ev.ok and not ev.timed and ev.untimed.startswith("not asked")
-    assert ctx.evaluator.stats.untimed_states(ctx.evaluator.cache) == {"not asked": 1}
+    assert ctx.evaluator.untimed() == {"not asked": 1}
 
 
 def test_the_results_db_and_the_report_show_untimed_candidates(tmp_path):

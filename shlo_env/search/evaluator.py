@@ -90,9 +90,6 @@ class EvaluatorStats:
     executable_hits: int = 0  # timings reused: the state compiled to an executable already timed
     retimed: int = 0
     costed: int = 0  # cost analyses (a compile, no run)
-    # states left without a timing, by why: "budget" (the hard deadline came during their
-    # verification or timing), "not asked" (verified only, never asked for a timing)
-    untimed: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     # how many times each state key was verified / timed: every count is 1 (tests check it)
     verifications: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     timings: collections.Counter = dataclasses.field(default_factory=collections.Counter)
@@ -107,19 +104,9 @@ class EvaluatorStats:
 
     def summary(self) -> str:
         fails = ", ".join(f"{k} {v}" for k, v in sorted(self.failures.items()))
-        untimed = ", ".join(f"{k} {v}" for k, v in sorted(self.untimed.items()))
         return (f"{self.evaluated} states evaluated, {self.timed} timed, {self.cache_hits} cache hits "
                 f"({self.hit_rate:.0%}), {self.executable_hits} timings reused (same executable)"
-                + (f", rejected: {fails}" if fails else "") + (f", untimed: {untimed}" if untimed else ""))
-
-    def untimed_states(self, cache: dict) -> dict[str, int]:
-        """Verified states of `cache` still without a timing, by reason kind ("budget", "not
-        asked"), plus states abandoned at the deadline during verification."""
-        out = collections.Counter(self.untimed)
-        for ev in cache.values():
-            if ev.ok and not ev.timed and ev.untimed:
-                out[ev.untimed.split(":", 1)[0]] += 1
-        return dict(out)
+                + (f", rejected: {fails}" if fails else ""))
 
 
 class Evaluator:
@@ -163,6 +150,7 @@ class Evaluator:
         self.hard_deadline = hard_deadline
         self.stats = EvaluatorStats()
         self.cache: dict[str, Evaluation] = {}
+        self._abandoned: set[str] = set()  # state keys whose verification the hard deadline cut
         self.costs: dict[str, dict] = {}
         self.reuse_executables = reuse_executables
         self.executables: dict[str, Evaluation] = {}  # fingerprint of optimized HLO -> timed state
@@ -257,8 +245,8 @@ class Evaluator:
             self.stats.evaluated += 1
             cached = self._verify(h, program, passes)
             if cached.failure is FailureKind.BUDGET:
-                self.stats.untimed["budget"] += 1  # abandoned during verification
-                return cached  # not the candidate's fault, not cached
+                self._abandoned.add(key)
+                return cached  # abandoned during verification: not the candidate's fault, not cached
             self.cache[key] = cached
         if cached.ok and time_it and not cached.timed:
             self._time(cached)
@@ -270,6 +258,17 @@ class Evaluator:
         elif cached.ok and not cached.timed and not time_it and not cached.untimed:
             cached.untimed = "not asked: verified only (the strategy did not ask for a timing)"
         return cached
+
+    def untimed(self) -> dict[str, int]:
+        """How many states got no timing, by why: "budget" (the hard deadline came during their
+        verification or their timing), "not asked" (verified only: no strategy asked for a
+        timing). States verified since, or timed since, are not counted."""
+        out: collections.Counter = collections.Counter()
+        out["budget"] += len(self._abandoned - self.cache.keys())
+        for ev in self.cache.values():
+            if ev.ok and not ev.timed and ev.untimed:
+                out[ev.untimed.split(":", 1)[0]] += 1
+        return {k: n for k, n in out.items() if n}
 
     def verify_only(self, program: Program, passes=()) -> Evaluation:
         return self.evaluate(program, passes=passes, time_it=False)

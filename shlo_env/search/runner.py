@@ -80,7 +80,7 @@ class SearchSummary:
     candidates_evaluated: int = 0
     cache_hits: int = 0
     failures: dict = dataclasses.field(default_factory=dict)  # rejected candidates by FailureKind
-    # verified candidates left without a timing, by why ("budget", "not asked"; EvaluatorStats)
+    # candidates left without a timing, by why ("budget", "not asked"; `Evaluator.untimed`)
     untimed: dict = dataclasses.field(default_factory=dict)
     decision_space: int = 1  # decision vectors at the root (pass toggles included)
     strategy_info: dict = dataclasses.field(default_factory=dict)
@@ -339,7 +339,7 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             stats = evaluator.stats
             res.candidates_evaluated, res.cache_hits, res.timed = stats.evaluated, stats.cache_hits, stats.timed
             res.failures = dict(stats.failures)
-            res.untimed = stats.untimed_states(evaluator.cache)
+            res.untimed = evaluator.untimed()
             res.search_best, res.stats = best, stats
             res.search_ratio = best.ratio if best.ok and best.key != evaluator.original_key else math.nan
 
