@@ -416,7 +416,7 @@ def measurement_row(result: dict, *, dataset: str, uri: str, strategy: str, conf
         "transcendentals_best": _num(cost_b.get("transcendentals")), "roofline_floor_s": _num(floor),
         "candidates": result.get("candidates_evaluated"), "cache_hits": result.get("cache_hits"),
         "timed": result.get("timed"), "failures": _j(result.get("failures")),
-        "untimed": _j(result.get("untimed")),
+        "untimed": _j(result.get("untimed") or None),
         "decision_space": _num(result.get("decision_space")), "num_alternatives": result.get("num_alternatives"),
         "strategy_info": _j(result.get("strategy_info")),
         "search_s": _num(result.get("search_s")), "total_s": _num(result.get("total_s")),

@@ -120,3 +120,11 @@ def test_an_older_database_gets_the_untimed_column(tmp_path):
     with ResultsDB(path) as db:
         cols = {r[1] for r in db.conn.execute("PRAGMA table_info(measurements)")}
     assert "untimed" in cols
+
+
+def test_a_search_that_reached_no_candidate_says_where_the_time_went():
+    ctx, _state = _candidate_ctx()
+    res = ProgramResult(name="column_sums", strategy="exhaustive", candidates_evaluated=0, search_s=0.5, total_s=7.5)
+    assert not _decide(res, ctx.evaluator, ctx.evaluator.cache[ctx.evaluator.original_key], 2, 0.9, True)
+    assert res.reason == ("the search evaluated no candidate in its 0.5 s (after 7.0 s timing the original against "
+                          "itself and expanding it)")

@@ -242,7 +242,7 @@ def markdown_report(result: SweepResult, configs: dict, paths: dict) -> str:
     if imp:
         md += ["## Programs where a rewrite was returned", "",
                format_table(IMPROVED_HEADER, imp), ""]
-    untimed = [r for r in result.rows if r["status"] == "ok" and r.get("untimed") not in (None, "{}", "null")]
+    untimed = [r for r in result.rows if r["status"] == "ok" and r.get("untimed")]
     if untimed:
         md += ["## Verified candidates left untimed", "",
                "Candidates that passed verification but got no timing (budget: the search's hard deadline "

@@ -344,6 +344,7 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             res.search_ratio = best.ratio if best.ok and best.key != evaluator.original_key else math.nan
 
             evaluator.hard_deadline = None  # confirmation and final measurement: worker timeout only
+            res.total_s = time.perf_counter() - t0  # so far (the reason may cite it); set again at the end
             accepted = _decide(res, evaluator, best, root.size, thr, o.confirm)
             if accepted:
                 res.returned_original = False
@@ -393,7 +394,9 @@ def _decide(res: ProgramResult, evaluator: Evaluator, best, space: int, thr: flo
     if best.key == evaluator.original_key or not best.ok:
         res.reason = ("no pattern matched" if space <= 1 else
                       "no candidate was verified faster than the original" if res.candidates_evaluated
-                      else "the search evaluated no candidate")
+                      else f"the search evaluated no candidate in its {res.search_s:.1f} s (after "
+                           f"{res.total_s - res.search_s:.1f} s timing the original against itself and "
+                           f"expanding it)")
         if res.untimed:
             res.reason += "; not timed: " + ", ".join(f"{n} candidate{'s' if n > 1 else ''} ({why})"
                                                       for why, n in sorted(res.untimed.items()))
