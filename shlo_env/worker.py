@@ -177,6 +177,11 @@ class Worker:
         return self._call("optimized_hlo", None, timeout_s, text=text, disabled_passes=tuple(disabled_passes))
 
     @property
+    def input_bytes(self) -> int:
+        """Bytes of the input sets registered (held here and, once sent, in the child)."""
+        return sum(a.nbytes for arrays in self._inputs.values() for a in arrays)
+
+    @property
     def restarts(self) -> int:
         """How many times a crashed or hung worker was replaced."""
         return max(0, self._starts - 1)
@@ -188,6 +193,7 @@ class Worker:
 
 # --- one warm worker per process, for `optimize()` -------------------------------------------
 
+SHARED_INPUT_BYTES = 512 << 20  # input sets the warm worker may keep across calls
 _shared: Worker | None = None
 _shared_lock = threading.Lock()
 
@@ -199,7 +205,9 @@ def shared(timeout_s: float | None = None) -> Iterator[Worker]:
     same program also finds the original's executable and float64 reference compiled (the
     child caches executables by text, `runtime.compile`). Each use sets its `timeout_s`. One
     caller at a time: a second thread meanwhile gets a fresh worker of its own (closed after).
-    A worker that crashed or hung is restarted by its next request, as any `Worker` is."""
+    A worker that crashed or hung is restarted by its next request, as any `Worker` is. Input
+    sets are kept by name in both processes, so once they hold more than `SHARED_INPUT_BYTES`
+    the worker is closed after the call (the next one starts afresh)."""
     global _shared
     if not _shared_lock.acquire(blocking=False):
         with Worker(timeout_s) as own:
@@ -212,6 +220,8 @@ def shared(timeout_s: float | None = None) -> Iterator[Worker]:
         _shared.timeout_s = timeout_s if timeout_s is not None else default_timeout()
         yield _shared
     finally:
+        if _shared is not None and _shared.input_bytes > SHARED_INPUT_BYTES:
+            _close_shared()
         _shared_lock.release()
 
 

@@ -25,6 +25,19 @@ def test_the_shared_worker_is_one_per_process_and_a_busy_one_is_not_shared():
         assert again is first and again.timeout_s == 45.0
 
 
+def test_the_shared_worker_is_let_go_once_its_input_sets_are_large(monkeypatch):
+    import shlo_env.worker as worker_module
+
+    monkeypatch.setattr(worker_module, "SHARED_INPUT_BYTES", 1000)
+    with shared() as w:
+        w.set_inputs("small", [np.zeros(10, np.float32)])
+    with shared() as again:
+        assert again is w  # 40 bytes: kept
+        again.set_inputs("big", [np.zeros(1000, np.float32)])
+    with shared() as third:
+        assert third is not w and third.input_bytes == 0
+
+
 def _use_shared():
     with shared() as w:
         return w
