@@ -77,8 +77,9 @@ def accepts(ratio: float, median_ratio: float, threshold: float) -> bool:
     """The one acceptance rule for a side-by-side measurement: faster beyond noise only when both
     its 10th-percentile ratio and its median per-call ratio are below `threshold` (a lucky tail
     of fast runs is not a win). The search's first timing, its confirming re-time and
-    `optimize()`'s in-process check each have to pass it."""
-    return ratio < threshold and median_ratio < threshold
+    `optimize()`'s in-process check each have to pass it. An unknown median (NaN: a runner
+    that reports no per-call samples) does not block; an unknown ratio does."""
+    return ratio < threshold and not median_ratio >= threshold
 
 
 @dataclasses.dataclass(frozen=True)

@@ -89,7 +89,8 @@ def test_measurement_rows_and_the_report_use_the_threshold_at_the_programs_runti
 
 
 @pytest.mark.parametrize("ratio, median, ok", [(0.8, 0.85, True), (0.8, 0.95, False), (0.95, 0.8, False),
-                                               (0.9, 0.9, False), (1.2, 1.2, False)])
+                                               (0.9, 0.9, False), (1.2, 1.2, False),
+                                               (0.8, math.nan, True), (math.nan, 0.8, False)])
 def test_acceptance_needs_both_the_10th_percentile_and_the_median_to_clear(ratio, median, ok):
     assert noise.accepts(ratio, median, 0.9) is ok
 

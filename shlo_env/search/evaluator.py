@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 import time
 
 import numpy as np
@@ -384,8 +385,10 @@ class Evaluator:
         return cand.full / base.full, runtime.median_ratio(base.samples, cand.samples)
 
     def retime(self, ev: Evaluation) -> float:
-        """`retime_ratios`, the larger of the two (it clears a threshold only when both do)."""
-        return max(self.retime_ratios(ev))
+        """`retime_ratios`, the larger of the two (it clears a threshold only when both do; an
+        unknown median, NaN, is left out as `noise.accepts` leaves it out)."""
+        ratio, median = self.retime_ratios(ev)
+        return ratio if math.isnan(median) else max(ratio, median)
 
     def cost(self, program: Program, passes=(), hash: str | None = None) -> dict:  # noqa: A002
         """XLA's cost analysis (flops, bytes) of a state: one compile, no run, no timing.

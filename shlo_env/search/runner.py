@@ -411,7 +411,7 @@ def _decide(res: ProgramResult, evaluator: Evaluator, best, space: int, thr: flo
         except CandidateError as e:
             res.reason = f"best candidate could not be timed again ({e})"
             return False
-        res.confirm_ratio = max(again, again_median)
+        res.confirm_ratio = again if math.isnan(again_median) else max(again, again_median)
         if not accepts(again, again_median, thr):
             res.reason = (f"best candidate did not confirm: ratio {best.ratio:.3f} then {again:.3f} "
                           f"(median per call {again_median:.3f})")
