@@ -28,7 +28,6 @@ per-program samples (so a profile stored before the model existed gives the same
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import random
 import sys
@@ -37,6 +36,7 @@ import time
 import numpy as np
 
 from shlo_env.import_ import Program
+from shlo_env.noise_model import MIN_SAMPLES, NoiseModel, accepts, thresholds
 from shlo_env.timing import SEARCH, TimingPolicy, default_timeout
 
 
@@ -62,90 +62,6 @@ def profile_programs(count: int = 10, seed: int = 0) -> list[tuple[str, Program]
         idx = sorted({round(i * (len(progs) - 1) / max(1, n_corpus - 1)) for i in range(n_corpus)})
     picks += [progs[i].uri for i in idx]
     return [(uri, corpus.load(uri)) for uri in picks]
-
-
-def thresholds(ratios, quantile: float = 0.95) -> tuple[float, float]:
-    dev = np.abs(np.log(np.asarray(ratios, dtype=np.float64)))
-    d = float(np.quantile(dev, quantile)) if len(dev) else 0.0
-    return math.exp(-d), math.exp(d)
-
-
-MIN_SAMPLES = 30  # self-timings behind a per-runtime threshold (the nearest programs' samples)
-
-
-def accepts(ratio: float, median_ratio: float, threshold: float) -> bool:
-    """The one acceptance rule for a side-by-side measurement: faster beyond noise only when both
-    its 10th-percentile ratio and its median per-call ratio are below `threshold` (a lucky tail
-    of fast runs is not a win). The search's first timing, its confirming re-time and
-    `optimize()`'s in-process check each have to pass it. An unknown median (NaN: a runner
-    that reports no per-call samples) does not block; an unknown ratio does."""
-    return ratio < threshold and not median_ratio >= threshold
-
-
-@dataclasses.dataclass(frozen=True)
-class NoiseModel:
-    """Thresholds by runtime from a noise profile (see the module doc).
-
-    `programs`: (runtime_s, self-timing ratios) per profile program, sorted by runtime;
-    `faster`/`slower`: the pooled thresholds (the fallback)."""
-
-    faster: float
-    slower: float
-    quantile: float = 0.95
-    programs: tuple[tuple[float, tuple[float, ...]], ...] = ()
-    min_samples: int = MIN_SAMPLES
-    profile_id: int | None = None
-
-    @classmethod
-    def from_profile(cls, profile: dict, min_samples: int = MIN_SAMPLES) -> "NoiseModel":
-        """The model of a stored or just measured profile (any version: only `faster`, `slower`
-        and, when present, the per-program `details` with `runtime_s` and `ratios` are read)."""
-        progs = []
-        for d in profile.get("details") or []:
-            t, ratios = d.get("runtime_s"), d.get("ratios")
-            if "error" in d or not ratios or not t or not math.isfinite(t) or t <= 0:
-                continue
-            progs.append((float(t), tuple(float(r) for r in ratios)))
-        progs.sort()
-        return cls(float(profile["faster"]), float(profile["slower"]), float(profile.get("quantile") or 0.95),
-                   tuple(progs), min_samples, profile.get("id"))
-
-    def nearest(self, runtime_s: float | None) -> list[tuple[float, tuple[float, ...]]]:
-        """The profile programs nearest to `runtime_s` in log runtime, enough for `min_samples`
-        self-timings (all of them when the profile has fewer); [] without a usable runtime."""
-        if runtime_s is None or not math.isfinite(runtime_s) or runtime_s <= 0 or not self.programs:
-            return []
-        by_distance = sorted(self.programs, key=lambda p: abs(math.log(p[0] / runtime_s)))
-        picked, n = [], 0
-        for p in by_distance:
-            picked.append(p)
-            n += len(p[1])
-            if n >= self.min_samples:
-                break
-        return picked
-
-    def thresholds(self, runtime_s: float | None) -> tuple[float, float]:
-        """(faster, slower) for a program whose original runs in `runtime_s` seconds."""
-        near = self.nearest(runtime_s)
-        if not near:
-            return self.faster, self.slower
-        return thresholds([r for _, ratios in near for r in ratios], self.quantile)
-
-    def faster_at(self, runtime_s: float | None) -> float:
-        return self.thresholds(runtime_s)[0]
-
-    def describe(self, runtime_s: float | None) -> str:
-        """Where the thresholds for `runtime_s` come from, in words."""
-        near = self.nearest(runtime_s)
-        if not near:
-            return "pooled profile thresholds"
-        lo, hi = min(t for t, _ in near), max(t for t, _ in near)
-        return (f"{sum(len(r) for _, r in near)} self-timings of {len(near)} profile programs of "
-                f"{lo * 1e3:.3g}-{hi * 1e3:.3g} ms")
-
-    def __str__(self) -> str:  # how a sweep's stored configuration shows it
-        return (f"noise profile {self.profile_id if self.profile_id is not None else '(new)'}: thresholds by "
-                f"runtime, >= {self.min_samples} nearest self-timings")
 
 
 LONG_S = 1e-4  # programs at least this slow may get `long_repeats` self-timings

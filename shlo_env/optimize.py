@@ -32,7 +32,7 @@ from shlo_env import cache as search_cache
 from shlo_env import xla_options as option_actions
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program, lower, parse_module
-from shlo_env.noise import accepts
+from shlo_env.noise_model import accepts
 from shlo_env.numerics import SENSITIVITY_ULPS, Numerics, verify
 from shlo_env.search import passes as pass_actions
 from shlo_env.search.runner import SearchOptions, SearchSummary, optimize_program

@@ -32,6 +32,8 @@ import sqlite3
 import time
 from pathlib import Path
 
+from shlo_env.noise_model import NoiseModel
+
 DEFAULT_PATH = Path("results") / "shlo_env.sqlite"
 SCHEMA_VERSION = 1
 
@@ -380,8 +382,6 @@ def measurement_row(result: dict, *, dataset: str, uri: str, strategy: str, conf
                     started_at: str, finished_at: str, worker: str = "") -> dict:
     """A `measurements` row from a `ProgramResult.record()` dict. Its faster/slower thresholds
     are the profile's at the original's runtime (`shlo_env.noise.NoiseModel`)."""
-    from shlo_env.noise import NoiseModel
-
     base, best = result.get("baseline") or {}, result.get("best") or {}
     thresholds = NoiseModel.from_profile(profile).thresholds(base.get("full")) if profile else None
     cost_o, cost_b = result.get("cost_original") or {}, result.get("cost_best") or {}

@@ -49,7 +49,7 @@ import numpy as np
 from shlo_env import xla_options as option_actions
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
-from shlo_env.noise import NoiseModel, accepts
+from shlo_env.noise_model import NoiseModel, accepts
 from shlo_env.numerics import Numerics
 from shlo_env.patterns.base import resolve as resolve_patterns
 from shlo_env.search import passes as pass_actions
