@@ -5,7 +5,7 @@
 
 Stability: measures `--profiles` quick profiles back to back (the bench's spec,
 `shlo_env.bench.sweep.QUICK_NOISE`) and prints, per profile, the pooled faster threshold and the
-per-runtime one (`shlo_env.noise.NoiseModel`) at 0.3, 1 and 10 ms. Also the pooled threshold of
+per-runtime one (`shlo_env.noise_model.NoiseModel`) at 0.3, 1 and 10 ms. Also the pooled threshold of
 the old quick spec (6 self-timings of every program: the first 6 of each program here).
 
 Control: corpus programs that are not in the profile are each timed against themselves

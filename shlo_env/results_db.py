@@ -381,7 +381,7 @@ def measurement_row(result: dict, *, dataset: str, uri: str, strategy: str, conf
                     env: dict, profile: dict | None, peaks: tuple | None, executor: str, sweep_id: int | None,
                     started_at: str, finished_at: str, worker: str = "") -> dict:
     """A `measurements` row from a `ProgramResult.record()` dict. Its faster/slower thresholds
-    are the profile's at the original's runtime (`shlo_env.noise.NoiseModel`)."""
+    are the profile's at the original's runtime (`shlo_env.noise_model.NoiseModel`)."""
     base, best = result.get("baseline") or {}, result.get("best") or {}
     thresholds = NoiseModel.from_profile(profile).thresholds(base.get("full")) if profile else None
     cost_o, cost_b = result.get("cost_original") or {}, result.get("cost_best") or {}

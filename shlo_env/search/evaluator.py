@@ -386,7 +386,7 @@ class Evaluator:
 
     def retime(self, ev: Evaluation) -> float:
         """`retime_ratios`, the larger of the two (it clears a threshold only when both do; an
-        unknown median, NaN, is left out as `noise.accepts` leaves it out)."""
+        unknown median, NaN, is left out as `noise_model.accepts` leaves it out)."""
         ratio, median = self.retime_ratios(ev)
         return ratio if math.isnan(median) else max(ratio, median)
 

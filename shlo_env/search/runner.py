@@ -238,7 +238,7 @@ class SearchOptions:
       num_random, seed: the seeded random input sets every candidate is verified on (besides
         the program's example inputs).
       min_gain: the smallest speedup worth taking (raised to twice the measured noise).
-      threshold: an external acceptance threshold: a ratio, or a `shlo_env.noise.NoiseModel`
+      threshold: an external acceptance threshold: a ratio, or a `shlo_env.noise_model.NoiseModel`
         (the machine's noise profile), whose "faster" threshold at the original's runtime is
         used; the stricter of it and the per-program one is used.
       timeout_s: per request limit of the worker this call starts (None: SHLO_ENV_TIMEOUT_S).
