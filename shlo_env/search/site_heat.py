@@ -13,11 +13,12 @@ no run, a few milliseconds per program):
 with dot_general flops = 2 x result elements x contracted size, convolution flops =
 2 x result elements x kernel window x input features per group, one flop per result element
 for other compute ops (a reduce_window: result elements x window size, n²/2 for a cumsum
-over n), and bytes = operands + results. Ops in a `while` body count once per iteration (the
-static trip count when the loop is a counted one, else `DEFAULT_TRIPS`). Only the order matters:
-the measured per-kernel profile (`shlo_env.profile`) ranks the corpus's categories the same way
-(dots first, then elementwise, reductions; see docs/hotspots.md), at the cost of a compile and a
-profiled run, which a budget of a few seconds cannot spend.
+over n), and bytes = operands + results, plus a fixed `CALL_OVERHEAD` for ops that are a
+library call of their own (dots, convolutions, custom calls). Ops in a `while` body count once
+per iteration (the static trip count when the loop is a counted one, else `DEFAULT_TRIPS`).
+Only the order matters: the measured per-kernel profile (`shlo_env.profile`) ranks the corpus's
+categories the same way (dots first, then elementwise, reductions; see docs/hotspots.md), at the
+cost of a compile and a profiled run, which a budget of a few seconds cannot spend.
 
 A site's weight is the estimated time of the ops defining its root values plus the ops
 producing their operands (one level up: a rewrite of `dot + bias` changes the fusion of the dot
@@ -38,6 +39,11 @@ from shlo_env.tensor_types import UnsupportedType, nbytes, num_elements
 PEAK_FLOPS = 50e9  # nominal CPU rates: only their ratio (flops per byte) affects the order
 PEAK_BYTES = 20e9
 DEFAULT_TRIPS = 10  # iterations assumed for a loop whose trip count is not static
+#: Ops that are a library call of their own on CPU (never fused), each with a fixed cost of
+#: about this many seconds however small: the 8x8 products in a Kalman step cost their calls.
+KERNEL_CALLS = frozenset({"stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution",
+                          "stablehlo.custom_call"})
+CALL_OVERHEAD = 2e-6
 
 # Ops that cost (almost) nothing at run time: XLA turns them into bitcasts, folds or elides them.
 FREE_OPS = frozenset({
@@ -101,7 +107,8 @@ def op_time(op: ir.Operation) -> float:
         flops = sum(_size(v)[0] for v in op.operands)
     elif op.name == "stablehlo.reduce_window":
         flops = out_elems * _window(op)  # each output reduces its own window (a cumsum: n²/2)
-    return flops / PEAK_FLOPS + (in_bytes + out_bytes) / PEAK_BYTES
+    call = CALL_OVERHEAD if op.name in KERNEL_CALLS else 0.0
+    return call + flops / PEAK_FLOPS + (in_bytes + out_bytes) / PEAK_BYTES
 
 
 def _trips(loop: ir.Operation) -> int:
