@@ -3,8 +3,10 @@ rewrite runs and agrees with the original, and the search's site heat ranks its 
 
 - `reduce_window_prefix_to_scan` (patterns/scans.py): corpus/attn_linear_causal's two
   `jnp.cumsum`s, lowered as prefix `reduce_window`s.
-- `small_dot_to_reduce` (patterns/small_dots.py): the per-step 8x8 / 4x8 products of
+- `small_dot_to_reduce` (patterns/small_ops.py): the per-step 8x8 / 4x8 products of
   corpus/kalman_filter_scan and the 64x4 policy of corpus/cartpole_scan, inside their loops.
+- `small_reduce_to_elementwise` (patterns/small_ops.py): the sums over 2 or 3 coordinates of
+  the pairwise squared distances in corpus/gp_posterior and corpus/nbody_leapfrog.
 """
 
 import numpy as np
@@ -12,10 +14,10 @@ import numpy as np
 from shlo_env import corpus, driver, runtime
 from shlo_env.ir import walk
 from shlo_env.patterns import all_patterns
-from shlo_env.patterns.small_dots import MAX_MACS
+from shlo_env.patterns.small_ops import MAX_MACS
 from shlo_env.search import site_heat
 
-SCAN, SMALL_DOT = "reduce_window_prefix_to_scan", "small_dot_to_reduce"
+SCAN, SMALL_DOT, SMALL_REDUCE = "reduce_window_prefix_to_scan", "small_dot_to_reduce", "small_reduce_to_elementwise"
 
 
 def _sites(name: str, pattern: str):
@@ -71,7 +73,7 @@ def test_a_prefix_reduce_window_costs_its_window_per_element():
 
 # --- small_dot_to_reduce -----------------------------------------------------------------------
 
-def test_small_dots_match_every_product_of_the_kalman_step():
+def test_small_ops_match_every_product_of_the_kalman_step():
     program = corpus.load("corpus/kalman_filter_scan")
     in_loop = [o for o in walk(program.module.operation)
                if o.name == "stablehlo.dot_general" and site_heat.multiplier(o) == 100]
@@ -88,3 +90,18 @@ def test_cartpole_policy_dot_rewrite_agrees():
 def test_the_cartpole_policy_dot_is_among_the_hottest_sites():
     """A dot is a library call of its own: 200 calls of a 64x4 product weigh more than their flops."""
     assert _hot_ranks("cartpole_scan", SMALL_DOT)[0] < 3
+
+
+# --- small_reduce_to_elementwise ---------------------------------------------------------------
+
+def test_pairwise_distance_sums_become_elementwise_and_agree():
+    assert len(_sites("gp_posterior", SMALL_REDUCE)[2]) == 2  # 256x256x2 and 256x128x2
+    before, after = _apply_all_and_compare("gp_posterior", SMALL_REDUCE, rtol=1e-5, atol=1e-6)
+    assert after.count("stablehlo.reduce(") < before.count("stablehlo.reduce(")
+
+
+def test_nbody_distance_sums_are_matched_inside_the_loop():
+    _, alts, sites = _sites("nbody_leapfrog", SMALL_REDUCE)
+    assert len(sites) == 2
+    assert all(site_heat.multiplier(alts[i].op) > 1 for i in sites)
+    assert min(_hot_ranks("nbody_leapfrog", SMALL_REDUCE)) < 8  # after the loop's own sites

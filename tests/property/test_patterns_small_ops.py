@@ -1,12 +1,13 @@
-"""Targeted property tests of the small-dot rewrites (shlo_env/patterns/small_dots.py)."""
+"""Targeted property tests of the small-dot rewrites (shlo_env/patterns/small_ops.py)."""
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import strategies as st
 from jax import lax
 
-from pattern_programs import DIM, check_fires
-from shlo_env.patterns import small_dots as D
+from pattern_programs import DIM, check_fires, shapes
+from shlo_env.patterns import small_ops as D
 
 
 def _small_dot(draw):
@@ -30,8 +31,26 @@ def _small_dot(draw):
     return (lambda a, b: lax.dot_general(a, b, dims) * 2.0), [lshape, rshape], [np.float32, np.float32]
 
 
+def _small_reduce(draw):
+    """sum / max / min / prod over 1-2 dims holding 2 to 8 elements per output (ints for sums)."""
+    s = draw(shapes(1, 3))
+    dims = tuple(sorted(draw(st.sets(st.integers(0, len(s) - 1), min_size=1, max_size=2))))
+    sizes = list(s)
+    for d in dims:
+        sizes[d] = draw(st.integers(1, 4))
+    if not 2 <= int(np.prod([sizes[d] for d in dims])) <= D.MAX_UNROLLED_REDUCE:
+        sizes[dims[0]] = 2
+        for d in dims[1:]:
+            sizes[d] = 1
+    red = draw(st.sampled_from([jnp.sum, jnp.max, jnp.min, jnp.prod]))
+    if red is jnp.sum and draw(st.booleans()):
+        return (lambda x: jnp.sum(x, axis=dims)), [tuple(sizes)], [np.int32]
+    return (lambda x: red(jnp.tanh(x) * 2.0, axis=dims)), [tuple(sizes)]
+
+
 CASES = {
     D.SmallDotToReduce: _small_dot,
+    D.SmallReduceToElementwise: _small_reduce,
 }
 
 
