@@ -5,8 +5,9 @@ neighbours.
 On CPU every `dot_general` is its own kernel call (XNNPACK or Eigen) with a fixed overhead of
 microseconds, so the 8x8 and 4x8 products of a Kalman filter step or the 64x4 · 4 policy of a
 CartPole scan cost far more in calls than in arithmetic, once per loop iteration. As
-multiply + reduce they join the surrounding loop fusions (`small_dot_to_reduce`, below
-`MAX_MACS` multiply-adds, float dots whose operands and result share one element type).
+multiply + reduce they join the surrounding loop fusions (`small_dot_to_reduce`: dots in a
+loop body, below `MAX_MACS` multiply-adds, float dots whose operands and result share one
+element type).
 A reduce over a tiny dim (the 3 coordinates of the pairwise distances in an N-body or
 Lennard-Jones step, a 256x256x3 array) runs as a reduction kernel over a minor dim of 3;
 as 3 slices and 2 adds it is one vectorized elementwise fusion with the subtraction and the
@@ -30,15 +31,29 @@ from shlo_env.tensor_types import element_type_of, is_float
 MAX_MACS = 4096
 
 
+def _in_loop(op) -> bool:
+    """Whether `op` sits in a `stablehlo.while` body (of this function): where a dot's call
+    overhead is paid once per iteration. Outside loops a small dot costs one call, not worth a
+    site of its own at every small product of a program."""
+    parent = op.operation.parent
+    while parent is not None and parent.name != "func.func":
+        if parent.name == "stablehlo.while":
+            return True
+        parent = parent.parent
+    return False
+
+
 @register
 class SmallDotToReduce(Pattern):
-    """dot_general(a, b) with at most MAX_MACS multiply-adds -> reduce_sum(broadcast(a) * broadcast(b))
-    over the contracted dims (no matrix-kernel call; fuses with its neighbours)."""
+    """dot_general(a, b) in a loop body, with at most MAX_MACS multiply-adds -> reduce_sum(broadcast(a) *
+    broadcast(b)) over the contracted dims (no matrix-kernel call per iteration; fuses with its neighbours)."""
 
     root = "stablehlo.dot_general"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
+        if not _in_loop(op):
+            return None
         lhs, rhs = op.operands
         ls, rs, out = static_shape(lhs), static_shape(rhs), static_shape(op.result)
         if ls is None or rs is None or out is None:

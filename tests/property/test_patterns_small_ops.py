@@ -11,7 +11,7 @@ from shlo_env.patterns import small_ops as D
 
 
 def _small_dot(draw):
-    """dot_general with 0-1 batch, 1-2 contracted and 0-2 free dims per side, every dim of each
+    """A loop accumulating dot_general with 0-1 batch, 1-2 contracted and 0-2 free dims per side, every dim of each
     operand in a drawn order (transposed forms: contracted or batch dims first, last, between)."""
     nb, nc = draw(st.integers(0, 1)), draw(st.integers(1, 2))
     nl, nr = draw(st.integers(0, 2)), draw(st.integers(0, 2))
@@ -28,7 +28,11 @@ def _small_dot(draw):
     rorder, rshape = operand(rfree)
     where = lambda order, role: [order.index((role, i)) for i in range(nb if role == "b" else nc)]  # noqa: E731
     dims = ((where(lorder, "c"), where(rorder, "c")), (where(lorder, "b"), where(rorder, "b")))
-    return (lambda a, b: lax.dot_general(a, b, dims) * 2.0), [lshape, rshape], [np.float32, np.float32]
+    def fn(a, b):  # in a loop body: where the pattern is offered
+        step = lambda i, acc: acc * 0.5 + lax.dot_general(a, b, dims)  # noqa: E731
+        return lax.fori_loop(0, 2, step, jnp.zeros_like(lax.dot_general(a, b, dims)))
+
+    return fn, [lshape, rshape], [np.float32, np.float32]
 
 
 def _small_reduce(draw):
