@@ -5,6 +5,7 @@ optimized executable.
     python benchmarks/pattern_effectiveness.py [--examples NAME ...] [--out docs/pattern_effectiveness.md]
     python benchmarks/pattern_effectiveness.py --dataset corpus [--programs NAME ...] \
         [--patterns NAME_OR_FAMILY ...] [--max-candidates 4] [--out FILE.md]
+    python benchmarks/pattern_effectiveness.py --all-sites PATTERN [--programs NAME ...] [--rounds 3]
 
 For each program: augment with every registered pattern (APPROX included; `--patterns` narrows
 that to named patterns or families, e.g. `loops batching`), then for each alternative, apply it
@@ -15,6 +16,13 @@ program; matches are all counted), and the table reports programs rather than al
 instruction and computation by order of appearance, so that a rewrite XLA undoes (an identity
 it re-applies, a transpose it folds) counts as "unchanged" even when XLA numbers its
 instructions differently. XLA's cost estimate (flops, bytes accessed) is compared too.
+
+`--all-sites PATTERN` measures what one pattern is worth on the corpus: on every program it
+matches, every one of its sites rewritten at once, verified like a search candidate (the
+REASSOCIATE criterion on seeded random inputs) and timed against the original side by side in
+this process (`--rounds` rounds of A, B, A, B, ...; one ratio per round, with the load average),
+as a markdown table on stdout. The regenerated file keeps its hand-written sections between
+`<!-- name -->` and `<!-- /name -->` markers (the XLA options table, the measured families).
 """
 
 from __future__ import annotations
@@ -28,9 +36,14 @@ import time
 import warnings
 from pathlib import Path
 
+import os
+
 from shlo_env import corpus, driver, examples, runtime
 from shlo_env.import_ import lower
+from shlo_env.numerics import Numerics
 from shlo_env.patterns import all_patterns
+from shlo_env.runners import InProcess
+from shlo_env.verify import Verifier
 from shlo_env.worker import CandidateError, Worker
 from shlo_env.timing import TimingPolicy
 
@@ -231,6 +244,41 @@ GPU launch overhead. Run this script on a GPU machine to see which of them chang
 executable."""
 
 
+def all_sites(pattern: str, names=None, rounds: int = 3) -> list[str]:
+    """Markdown rows: per corpus program `pattern` matches, every site rewritten at once,
+    verified and timed against the original (see the module docstring)."""
+    rows = []
+    for name, prog in corpus_programs(names):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            aug = driver.augment(prog, [pattern])
+        alts = driver.list_alternatives(aug)
+        picks = [1 if a.num_choices > 1 else 0 for a in alts]
+        if not any(picks):
+            continue
+        base, cand = driver.strip(aug), driver.apply(aug, picks)
+        cmp = Verifier(base, InProcess()).check(cand.text(), (), Numerics.REASSOCIATE)
+        verdict = f"verified {cmp.tier.name.lower()}" if cmp.ok else f"rejected: {cmp.detail}"
+        inputs = runtime.random_inputs(prog.in_specs, 0)
+        exes = [runtime.compile(base), runtime.compile(cand)]
+        ratios, loads = [], []
+        for _ in range(rounds):
+            t_base, t_cand = runtime.compare(exes, inputs, TimingPolicy(runs=10, min_seconds=0.5))
+            ratios.append(t_cand.full / t_base.full)
+            loads.append(os.getloadavg()[0])
+        row = (f"| {name} | {sum(picks)} | {' '.join(f'{r:.3f}' for r in ratios)} | {t_base.full * 1e3:.3f} | "
+               f"{min(loads):.1f}-{max(loads):.1f} | {verdict} |")
+        print(row, flush=True)
+        rows.append(row)
+    return rows
+
+
+def keep_marked_sections(old: str, new: str) -> str:
+    """`new` followed by every `<!-- name -->` ... `<!-- /name -->` section of `old`."""
+    kept = re.findall(r"(<!-- ([\w-]+)[^>]*-->.*?<!-- /\2 -->)", old, flags=re.S)
+    return new + "".join("\n" + block + "\n" for block, _ in kept)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", choices=["examples", "corpus"], default="examples",
@@ -245,7 +293,16 @@ def main(argv=None) -> int:
                          "side by side with RUNS interleaved runs (corpus table only)")
     ap.add_argument("--out", default=None, help="markdown file (default: docs/pattern_effectiveness.md, "
                     "docs/pattern_effectiveness_corpus.md with --dataset corpus)")
+    ap.add_argument("--all-sites", metavar="PATTERN", default=None,
+                    help="time PATTERN with all its sites rewritten on each corpus program it matches "
+                         "(verified, A/B against the original); prints a markdown table, writes nothing")
+    ap.add_argument("--rounds", type=int, default=3, help="timing rounds per program with --all-sites")
     args = ap.parse_args(argv)
+    if args.all_sites:
+        print("| program | sites | ratio per round (all sites / original) | original ms | load | verification |")
+        print("|---|---:|---|---:|---|---|")
+        all_sites(args.all_sites, args.programs, args.rounds)
+        return 0
     docs = Path(__file__).resolve().parents[1] / "docs"
     on_corpus = args.dataset == "corpus"
     out = args.out or str(docs / ("pattern_effectiveness_corpus.md" if on_corpus else "pattern_effectiveness.md"))
@@ -279,7 +336,7 @@ def main(argv=None) -> int:
            + intro + " A pattern that matches but never changes the executable is "
            "one XLA redoes or undoes by itself: not a decision a search can make on this backend.\n\n"
            + summary(rows) + "\n\n" + body + "\n\n" + GPU_NOTE + "\n")
-    Path(out).write_text(doc)
+    Path(out).write_text(keep_marked_sections(Path(out).read_text() if Path(out).exists() else "", doc))
     print(f"\nwritten to {out}", file=sys.stderr)
     return 0
 

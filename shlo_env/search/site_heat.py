@@ -12,9 +12,11 @@ no run, a few milliseconds per program):
 
 with dot_general flops = 2 x result elements x contracted size, convolution flops =
 2 x result elements x kernel window x input features per group, one flop per result element
-for other compute ops, and bytes = operands + results. Ops in a `while` body count once per
-iteration (the static trip count when the loop is a counted one, else `DEFAULT_TRIPS`). Only
-the order matters: the measured per-kernel profile (`shlo_env.profile`) ranks the corpus's
+for other compute ops (a reduce_window: result elements x window size, n²/2 for a cumsum
+over n), and bytes = operands + results, plus a fixed `CALL_OVERHEAD` for ops that are a
+library call of their own (dots, convolutions, custom calls). Ops in a `while` body count once
+per iteration (the static trip count when the loop is a counted one, else `DEFAULT_TRIPS`).
+Only the order matters: the measured per-kernel profile (`shlo_env.profile`) ranks the corpus's
 categories the same way (dots first, then elementwise, reductions; see docs/hotspots.md), at the
 cost of a compile and a profiled run, which a budget of a few seconds cannot spend.
 
@@ -37,6 +39,11 @@ from shlo_env.tensor_types import UnsupportedType, nbytes, num_elements
 PEAK_FLOPS = 50e9  # nominal CPU rates: only their ratio (flops per byte) affects the order
 PEAK_BYTES = 20e9
 DEFAULT_TRIPS = 10  # iterations assumed for a loop whose trip count is not static
+#: Ops that are a library call of their own on CPU (never fused), each with a fixed cost of
+#: about this many seconds however small: the 8x8 products in a Kalman step cost their calls.
+KERNEL_CALLS = frozenset({"stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution",
+                          "stablehlo.custom_call"})
+CALL_OVERHEAD = 2e-6
 
 # Ops that cost (almost) nothing at run time: XLA turns them into bitcasts, folds or elides them.
 FREE_OPS = frozenset({
@@ -77,6 +84,14 @@ def _contracted(op: ir.Operation) -> int:
     return 1
 
 
+def _window(op: ir.Operation) -> int:
+    """Elements in one window of a reduce_window (1 if unreadable)."""
+    try:
+        return max(1, math.prod(ir.DenseI64ArrayAttr(op.attributes["window_dimensions"])))
+    except (KeyError, ValueError, TypeError):
+        return 1
+
+
 def op_time(op: ir.Operation) -> float:
     """The relative estimated time of one execution of `op` (0 for free ops)."""
     if op.name in FREE_OPS:
@@ -88,9 +103,12 @@ def op_time(op: ir.Operation) -> float:
     in_bytes = sum(_size(v)[1] for v in op.operands)
     flops = out_elems * (2 * _contracted(op) if op.name in (
         "stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution") else 1)
-    if op.name in ("stablehlo.reduce", "stablehlo.reduce_window"):
+    if op.name == "stablehlo.reduce":
         flops = sum(_size(v)[0] for v in op.operands)
-    return flops / PEAK_FLOPS + (in_bytes + out_bytes) / PEAK_BYTES
+    elif op.name == "stablehlo.reduce_window":
+        flops = out_elems * _window(op)  # each output reduces its own window (a cumsum: n²/2)
+    call = CALL_OVERHEAD if op.name in KERNEL_CALLS else 0.0
+    return call + flops / PEAK_FLOPS + (in_bytes + out_bytes) / PEAK_BYTES
 
 
 def _trips(loop: ir.Operation) -> int:

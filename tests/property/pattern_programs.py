@@ -101,3 +101,13 @@ def check_targeted(pattern, build, max_examples: int = 50, **kwargs):
     assert 2 * res.num_alternatives >= max_examples, \
         f"{pattern.name} fired on only {res.num_alternatives} of {max_examples} programs"
     return res
+
+
+def check_fires(pattern, build, max_examples: int = 50, at_least: int = 25):
+    """`check_pattern` on `programs(build)`, and the pattern must fire on `at_least` of them."""
+    from shlo_env.testing import check_pattern
+
+    res = check_pattern(pattern, programs(build), max_examples=max_examples)
+    assert res.num_alternatives >= at_least, \
+        f"{pattern.name} fired on only {res.num_alternatives} of {max_examples} programs"
+    return res
