@@ -51,7 +51,12 @@ def walk_ops(block: ir.Block) -> Iterator[ir.Operation]:
     return walk_block(block, stop=(alt_dialect.ALTERNATIVES,))
 
 
+_PLAIN = (str, int, float, type(None))  # what a Match holds most (a chain's structure is strings)
+
+
 def _map_values(obj, mapping: Mapping):
+    if isinstance(obj, _PLAIN):
+        return obj
     if isinstance(obj, ir.Value):
         return mapping.get(obj, obj)
     if isinstance(obj, list):
@@ -64,6 +69,8 @@ def _map_values(obj, mapping: Mapping):
 
 
 def _values_in(obj, out: list) -> list:
+    if isinstance(obj, _PLAIN):
+        return out
     if isinstance(obj, ir.Value):
         out.append(obj)
     elif isinstance(obj, (list, tuple)):
@@ -117,11 +124,21 @@ def _collect_matches(prog: Program, patterns: Sequence[Pattern], stats: AugmentS
     for p in patterns:
         for name in p.roots():
             by_op[name].append(p)
+    needs = {p: p.operand_producers() for p in patterns}
+    # the patterns to try on an op, by (op name, names of its operands' producers)
+    tried: dict[tuple[str, frozenset[str] | None], list[Pattern]] = {}
     broken: set[str] = set()
     groups: dict[tuple, list[tuple[Pattern, Match]]] = {}
     with match_cache.indexed(prog.body) as index:  # matching never changes the program
-        for op, name in zip(index.ops, index.names):
-            candidates = by_op.get(name)
+        for i, (op, name) in enumerate(zip(index.ops, index.names)):
+            if name not in by_op:
+                continue
+            key = (name, index.operand_producers(i))
+            candidates = tried.get(key)
+            if candidates is None:
+                made = key[1]
+                candidates = tried[key] = [p for p in by_op[name] if made is None or not needs[p]
+                                           or not needs[p].isdisjoint(made)]
             if candidates:
                 _match_op(op, candidates, broken, groups, stats)
     return groups

@@ -76,6 +76,7 @@ class ElementwiseThroughTranspose(Pattern):
     """f(transpose(a, p), transpose(b, p)) -> transpose(f(a, b), p): one transpose instead of several."""
 
     root = tuple(sorted(ELEMENTWISE))
+    operand_from = "stablehlo.transpose"
 
     next_to_dot: ClassVar[bool] = False  # the sites it takes: away from dots (EXACT) or next to one
 
@@ -94,6 +95,7 @@ class TransposeOfElementwise(Pattern):
     """transpose(f(a, b), p) -> f(transpose(a, p), transpose(b, p)) (f used only there)."""
 
     root = "stablehlo.transpose"
+    operand_from = ELEMENTWISE
 
     next_to_dot: ClassVar[bool] = False
 
@@ -131,6 +133,7 @@ class ElementwiseThroughReshape(Pattern):
     """f(reshape(a), reshape(b)) -> reshape(f(a, b)) when a and b have one shape."""
 
     root = tuple(sorted(ELEMENTWISE))
+    operand_from = "stablehlo.reshape"
 
     def match(self, op):
         return sink_match(op, "stablehlo.reshape", lambda p: shape_of(p.result.type))
@@ -144,6 +147,7 @@ class ReshapeOfElementwise(Pattern):
     """reshape(f(a, b)) -> f(reshape(a), reshape(b)) (f used only there)."""
 
     root = "stablehlo.reshape"
+    operand_from = ELEMENTWISE
 
     def match(self, op):
         return hoist_match(op, "stablehlo.reshape")
@@ -160,6 +164,7 @@ class TransposeOfBroadcast(Pattern):
     transpose vanishes when it only reorders broadcast dims."""
 
     root = "stablehlo.transpose"
+    operand_from = "stablehlo.broadcast_in_dim"
 
     def match(self, op):
         bc = producer(op.operands[0], "stablehlo.broadcast_in_dim")
@@ -180,6 +185,7 @@ class BroadcastOfTranspose(Pattern):
     broadcast dims (the transpose vanishes when the folded dims stay in order)."""
 
     root = "stablehlo.broadcast_in_dim"
+    operand_from = "stablehlo.transpose"
 
     def match(self, op):
         t = producer(op.operands[0], "stablehlo.transpose")
@@ -206,6 +212,7 @@ class BroadcastOfUnitReshape(Pattern):
     reductions do before a broadcast back)."""
 
     root = "stablehlo.broadcast_in_dim"
+    operand_from = "stablehlo.reshape"
 
     def match(self, op):
         r = producer(op.operands[0], "stablehlo.reshape")
@@ -232,6 +239,7 @@ class TransposeOfReduce(Pattern):
     the transposed order (REASSOCIATE: XLA may sum in another order in the new layout)."""
 
     root = "stablehlo.transpose"
+    operand_from = "stablehlo.reduce"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -255,6 +263,7 @@ class ReduceOfUnitReshape(Pattern):
     dims: reduce x in its own shape (REASSOCIATE, as for a transpose)."""
 
     root = "stablehlo.reduce"
+    operand_from = "stablehlo.reshape"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -277,6 +286,7 @@ class ConcatOfTransposes(Pattern):
     """concat(transpose(a, p), transpose(b, p)) -> transpose(concat(a, b), p): one transpose."""
 
     root = "stablehlo.concatenate"
+    operand_from = "stablehlo.transpose"
 
     def match(self, op):
         ts = [producer(v, "stablehlo.transpose") for v in op.operands]
@@ -296,6 +306,7 @@ class TransposeOfConcat(Pattern):
     """transpose(concat(a, b), p) -> concat(transpose(a, p), transpose(b, p)) (concat used only there)."""
 
     root = "stablehlo.transpose"
+    operand_from = "stablehlo.concatenate"
 
     def match(self, op):
         cat = producer(op.operands[0], "stablehlo.concatenate")

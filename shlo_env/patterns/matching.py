@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 from jaxlib.mlir import ir
@@ -26,7 +27,7 @@ __all__ = [
     # values and their ops
     "producer", "producer_names", "users", "single_use", "static_shape",
     # constants
-    "constant_value", "splat_value", "commuted",
+    "constant_value", "splat_value", "SPLAT_SOURCES", "commuted",
     # attributes
     "i64s", "attr_int", "concat_dim", "slice_params", "permutation", "broadcast_dims", "comparison",
     "is_identity_perm", "DotDims", "dot_dims", "matmul_operands", "matmul_flops",
@@ -78,6 +79,9 @@ def i64s(op, name: str) -> list[int]:
 
 
 _LOOK_THROUGH = ("stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.convert")
+#: The ops that can define a value with a `splat_value`: the `operand_from` of patterns that
+#: need a splat operand.
+SPLAT_SOURCES = frozenset(("stablehlo.constant",) + _LOOK_THROUGH)
 
 
 def constant_value(value: ir.Value) -> np.ndarray | None:
@@ -454,13 +458,17 @@ def depends_on(value: ir.Value, op, limit: int = 256) -> bool:
 
     Conservative: gives True when the search passes `limit` ops.
     """
+    indexed = mc.find(as_operation(op))
+    if indexed is not None:
+        return indexed[0].depends_on(value, indexed[1], limit)
     cone = ancestors_since([value], op, limit)
     return cone is None or op.operation in cone
 
 
-def ancestors_since(values, first, limit: int = 256) -> set | None:
+def ancestors_since(values, first, limit: int = 256) -> AbstractSet | None:
     """The ops of `first`'s block, not before `first`, that `values` are computed from
-    (transitively, through nested regions' operands), or None past `limit` ops.
+    (transitively, through nested regions' operands), or None past `limit` ops. A set (while
+    augment indexes the program, a `match_cache.OpSet`, which compares equal to one).
 
     One walk answers "does this read any of these ops?" for many ops at once, where
     `depends_on` would walk once per pair (quadratic when a pattern gathers N partners).
