@@ -51,34 +51,34 @@ def walk_ops(block: ir.Block) -> Iterator[ir.Operation]:
     return walk_block(block, stop=(alt_dialect.ALTERNATIVES,))
 
 
-_PLAIN = (str, int, float, type(None))  # what a Match holds most (a chain's structure is strings)
+_PLAIN = frozenset({str, int, float, bool, type(None)})  # most of what a Match holds (a chain's structure)
 
 
 def _map_values(obj, mapping: Mapping):
-    if isinstance(obj, _PLAIN):
+    if type(obj) in _PLAIN:
         return obj
     if isinstance(obj, ir.Value):
         return mapping.get(obj, obj)
     if isinstance(obj, list):
-        return [_map_values(x, mapping) for x in obj]
+        return [x if type(x) in _PLAIN else _map_values(x, mapping) for x in obj]
     if isinstance(obj, tuple):
-        return tuple(_map_values(x, mapping) for x in obj)
+        return tuple([x if type(x) in _PLAIN else _map_values(x, mapping) for x in obj])
     if isinstance(obj, dict):
-        return type(obj)({k: _map_values(v, mapping) for k, v in obj.items()})
+        return type(obj)({k: v if type(v) in _PLAIN else _map_values(v, mapping) for k, v in obj.items()})
     return obj
 
 
 def _values_in(obj, out: list) -> list:
-    if isinstance(obj, _PLAIN):
-        return out
     if isinstance(obj, ir.Value):
         out.append(obj)
     elif isinstance(obj, (list, tuple)):
         for x in obj:
-            _values_in(x, out)
+            if type(x) not in _PLAIN:
+                _values_in(x, out)
     elif isinstance(obj, dict):
         for x in obj.values():
-            _values_in(x, out)
+            if type(x) not in _PLAIN:
+                _values_in(x, out)
     return out
 
 
@@ -269,6 +269,10 @@ class _Order:
         self.keys = [float(i) for i in range(len(self.handles))]  # ascending, one per op
         self.key = dict(zip(self.handles, self.keys))
 
+    def position(self, op: ir.Operation) -> float:
+        """A number that orders `op` among the block's ops."""
+        return self.key[_Handle.of(op)]
+
     def is_before(self, a: ir.Operation, b: ir.Operation) -> bool:
         return self.key[_Handle.of(a)] < self.key[_Handle.of(b)]
 
@@ -338,18 +342,16 @@ def _place(roots, inputs, blocks, labels, tiers, orders: _Orders) -> ir.Operatio
     block = roots[0].owner.operation.block
     order = orders[block]
     anchors = [o for o in (_owner_in(block, v) for v in roots + inputs) if o is not None]
-    anchor = anchors[0]
-    for o in anchors[1:]:
-        if order.is_before(anchor, o):
-            anchor = o
+    anchor = max(anchors, key=order.position)  # the last one (the first of equals)
     op = alt_dialect.create(ir.InsertionPoint.after(anchor), roots, inputs, blocks, labels, tiers)
     order.inserted_after(op, anchor)
 
     early = []
+    here = order.position(op)
     for r in roots:
         for use in r.uses:
             user = ancestor_in(block, use.owner)
-            if user is not None and user != op and order.is_before(user, op):
+            if user is not None and user != op and order.position(user) < here:
                 early.append(user)
     if early:
         moved = _forward_cone(block, early, op, order)
