@@ -74,8 +74,9 @@ def static_shape(value: ir.Value) -> tuple[int, ...] | None:
 
 
 def i64s(op, name: str) -> list[int]:
-    """A DenseI64ArrayAttr attribute of `op` as a list."""
-    return list(ir.DenseI64ArrayAttr(op.operation.attributes[name]))
+    """A DenseI64ArrayAttr attribute of `op` as a list (a new one each call)."""
+    op = op.operation
+    return list(mc.memo(op, ("i64s", name), lambda: tuple(ir.DenseI64ArrayAttr(op.attributes[name]))))
 
 
 _LOOK_THROUGH = ("stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.convert")
@@ -114,6 +115,13 @@ def _scalar(attr: ir.Attribute):
 
 def splat_value(value: ir.Value) -> float | int | None:
     """The scalar a value is filled with, looking through broadcasts, reshapes and converts."""
+    op = producer(value)
+    if op is None:
+        return None
+    return mc.memo(op.operation, "splat_value", lambda: _splat_value(value))  # a fact of the producer
+
+
+def _splat_value(value: ir.Value) -> float | int | None:
     while True:
         op = producer(value)
         if op is None:
@@ -228,6 +236,10 @@ def is_elementwise(op) -> bool:
 def reduce_body(op) -> str | None:
     """The combining op of a single-input `stablehlo.reduce` whose body is `return f(a, b)`."""
     op = as_operation(op)
+    return mc.memo(op, "reduce_body", lambda: _reduce_body(op))
+
+
+def _reduce_body(op: ir.Operation) -> str | None:
     if op.name != "stablehlo.reduce" or len(op.operands) != 2:
         return None
     blk = op.regions[0].blocks[0]
