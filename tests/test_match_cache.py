@@ -190,3 +190,22 @@ def test_declared_operand_preconditions_hold_wherever_a_pattern_matches():
                             assert p.operand_producers() & made, (p.name, str(op))
                             checked[p.name] = checked.get(p.name, 0) + 1
     assert len(checked) >= 25, sorted(checked)  # the corpus exercises most declarations
+
+
+@pytest.mark.parametrize("program", list(_programs()), ids=["stack", "loop"])
+def test_remembered_facts_are_what_mlir_says(program):
+    """static_shape, splat_value, reduce_body and i64s, remembered per op or value while indexed."""
+    def facts(ops):
+        out = []
+        for op in ops:
+            out.append(([base.static_shape(v) for v in op.operands], [base.splat_value(v) for v in op.operands],
+                        base.reduce_body(op), base.i64s(op, "dimensions") if op.name == "stablehlo.reduce" else None))
+        return out
+
+    with ir_scope():
+        ops = list(driver.walk_ops(program.body))
+        direct = facts(ops)
+        with match_cache.indexed(program.body) as index:
+            cached, again = facts(index.ops), facts(index.ops)
+    assert any(s is not None for r in direct for s in r[1])  # (the stack's softmax has reduces)
+    assert cached == direct and again == direct

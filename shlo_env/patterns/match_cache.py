@@ -62,6 +62,7 @@ class Index:
         self._ancestries: dict[int, _Ancestry] = {}
         self._successors: dict[int, list[int]] = {}
         self._memo: dict[Hashable, dict[int, Any]] = {}  # tag -> {op number: fact}
+        self._value_memo: dict[Hashable, dict[int, Any]] = {}  # tag -> {value number: fact}
         self._add_block(body)
 
     # --- building ---
@@ -170,14 +171,13 @@ class Index:
         """
         block, pos, owner = self.block, self.pos, self.owner
         b, p = block[first], pos[first]
-        starts = set()
-        for n in map(self.value_number.get, values):
-            if n is not None:  # a value the index does not hold is defined in another block
-                i = owner[n]
-                if i != _OUTSIDE and block[i] == b and pos[i] >= p:
-                    starts.add(i)
         cone: set[int] = set()
-        for i in starts:
+        for n in map(self.value_number.get, values):
+            if n is None:  # a value the index does not hold is defined in another block
+                continue
+            i = owner[n]
+            if i == _OUTSIDE or block[i] != b or pos[i] < p:
+                continue
             found, count = self._nearest(i, p, limit + 1)
             if count > limit:
                 return None
@@ -442,11 +442,25 @@ def memo(op: ir.Operation, tag: Hashable, compute: Callable[[], T]) -> T:
         if i is None:
             i = ix.number.get(op)
         if i is not None:
-            table = ix._memo.get(tag)
-            if table is None:
-                table = ix._memo[tag] = {}
-            got = table.get(i, _MISSING)
-            if got is _MISSING:
-                got = table[i] = compute()
-            return got
+            return _remember(ix._memo, tag, i, compute)
     return compute()
+
+
+def value_memo(value: ir.Value, tag: Hashable, compute: Callable[[], T]) -> T:
+    """`compute()`, a fact about `value`, remembered under `tag` while `value` is a value of the index."""
+    ix = _active
+    if ix is not None:
+        v = ix.value_number.get(value)
+        if v is not None:
+            return _remember(ix._value_memo, tag, v, compute)
+    return compute()
+
+
+def _remember(tables: dict[Hashable, dict[int, Any]], tag: Hashable, n: int, compute: Callable[[], T]) -> T:
+    table = tables.get(tag)
+    if table is None:
+        table = tables[tag] = {}
+    got = table.get(n, _MISSING)
+    if got is _MISSING:
+        got = table[n] = compute()
+    return got

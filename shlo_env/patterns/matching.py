@@ -67,6 +67,11 @@ def single_use(value: ir.Value) -> bool:
 
 
 def static_shape(value: ir.Value) -> tuple[int, ...] | None:
+    """The static shape of a ranked tensor value, else None (remembered while augment indexes)."""
+    return mc.value_memo(value, "static_shape", lambda: _static_shape(value))
+
+
+def _static_shape(value: ir.Value) -> tuple[int, ...] | None:
     try:
         return shape_of(value.type)
     except UnsupportedType:
