@@ -51,15 +51,20 @@ def walk_ops(block: ir.Block) -> Iterator[ir.Operation]:
     return walk_block(block, stop=(alt_dialect.ALTERNATIVES,))
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})  # most of what a Match holds (a chain's structure)
+
+
 def _map_values(obj, mapping: Mapping):
+    if type(obj) in _PLAIN:
+        return obj
     if isinstance(obj, ir.Value):
         return mapping.get(obj, obj)
     if isinstance(obj, list):
-        return [_map_values(x, mapping) for x in obj]
+        return [x if type(x) in _PLAIN else _map_values(x, mapping) for x in obj]
     if isinstance(obj, tuple):
-        return tuple(_map_values(x, mapping) for x in obj)
+        return tuple([x if type(x) in _PLAIN else _map_values(x, mapping) for x in obj])
     if isinstance(obj, dict):
-        return type(obj)({k: _map_values(v, mapping) for k, v in obj.items()})
+        return type(obj)({k: v if type(v) in _PLAIN else _map_values(v, mapping) for k, v in obj.items()})
     return obj
 
 
@@ -68,10 +73,12 @@ def _values_in(obj, out: list) -> list:
         out.append(obj)
     elif isinstance(obj, (list, tuple)):
         for x in obj:
-            _values_in(x, out)
+            if type(x) not in _PLAIN:
+                _values_in(x, out)
     elif isinstance(obj, dict):
         for x in obj.values():
-            _values_in(x, out)
+            if type(x) not in _PLAIN:
+                _values_in(x, out)
     return out
 
 
@@ -117,11 +124,21 @@ def _collect_matches(prog: Program, patterns: Sequence[Pattern], stats: AugmentS
     for p in patterns:
         for name in p.roots():
             by_op[name].append(p)
+    needs = {p: p.operand_producers() for p in patterns}
+    # the patterns to try on an op, by (op name, names of its operands' producers)
+    tried: dict[tuple[str, frozenset[str] | None], list[Pattern]] = {}
     broken: set[str] = set()
     groups: dict[tuple, list[tuple[Pattern, Match]]] = {}
     with match_cache.indexed(prog.body) as index:  # matching never changes the program
-        for op, name in zip(index.ops, index.names):
-            candidates = by_op.get(name)
+        for i, (op, name) in enumerate(zip(index.ops, index.names)):
+            if name not in by_op:
+                continue
+            key = (name, index.operand_producers(i))
+            candidates = tried.get(key)
+            if candidates is None:
+                made = key[1]
+                candidates = tried[key] = [p for p in by_op[name] if made is None or not needs[p]
+                                           or not needs[p].isdisjoint(made)]
             if candidates:
                 _match_op(op, candidates, broken, groups, stats)
     return groups
@@ -252,6 +269,10 @@ class _Order:
         self.keys = [float(i) for i in range(len(self.handles))]  # ascending, one per op
         self.key = dict(zip(self.handles, self.keys))
 
+    def position(self, op: ir.Operation) -> float:
+        """A number that orders `op` among the block's ops."""
+        return self.key[_Handle.of(op)]
+
     def is_before(self, a: ir.Operation, b: ir.Operation) -> bool:
         return self.key[_Handle.of(a)] < self.key[_Handle.of(b)]
 
@@ -321,18 +342,16 @@ def _place(roots, inputs, blocks, labels, tiers, orders: _Orders) -> ir.Operatio
     block = roots[0].owner.operation.block
     order = orders[block]
     anchors = [o for o in (_owner_in(block, v) for v in roots + inputs) if o is not None]
-    anchor = anchors[0]
-    for o in anchors[1:]:
-        if order.is_before(anchor, o):
-            anchor = o
+    anchor = max(anchors, key=order.position)  # the last one (the first of equals)
     op = alt_dialect.create(ir.InsertionPoint.after(anchor), roots, inputs, blocks, labels, tiers)
     order.inserted_after(op, anchor)
 
     early = []
+    here = order.position(op)
     for r in roots:
         for use in r.uses:
             user = ancestor_in(block, use.owner)
-            if user is not None and user != op and order.is_before(user, op):
+            if user is not None and user != op and order.position(user) < here:
                 early.append(user)
     if early:
         moved = _forward_cone(block, early, op, order)

@@ -74,3 +74,21 @@ def test_merging_multiply_adds_is_not_claimed_exact():
     assert alts, "horizontal_merge should still offer the merge"
     q = se.apply(aug, [1] * len(alts))
     assert q.numerics == Numerics.REASSOCIATE  # verified against the float64 reference, not bitwise
+
+
+def test_hoisting_a_reshape_on_a_batchnorm_adam_step_is_bitwise_where_claimed_exact():
+    # linen_bn_dropout_train: g = reshape(rsqrt(var) * reshape(sum(...)), 1x128 -> 128) feeds
+    # Adam's moments (b1*m + (1-b1)*g, b2*v + (1-b2)*g*g). Hoisting the reshape above the
+    # multiply leaves XLA's HLO the same ops in the same order, only computed at shape [128]
+    # instead of [1, 128], and XLA's compiled code then rounded 33 of 128 elements of a
+    # moment differently (1 ulp). Smaller programs with the same ops did not show it, so the
+    # test runs the corpus program itself: every candidate that still claims EXACT must be
+    # bitwise equal after XLA; the others are compared against the float64 reference.
+    from shlo_env import corpus
+
+    program = corpus.load("corpus/linen_bn_dropout_train")
+    result = testing.check_rewrites(program, ["reshape_of_elementwise"], decisions="each", backend="xla",
+                                    num_random=1, stop_at_first=False)
+    assert result.num_candidates >= 3
+    bad = [(m.applied, m.comparison.detail) for m in result.mismatches]
+    assert not bad, bad

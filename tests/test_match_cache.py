@@ -167,3 +167,45 @@ def test_augment_work_grows_linearly_with_depth(monkeypatch):
     assert late_queries[0] == 0
     calls_large = _count_calls(lambda: se.augment(large, patterns))
     assert calls_large / calls_small < 2.4
+
+
+def test_declared_operand_preconditions_hold_wherever_a_pattern_matches():
+    """`Pattern.operand_from` lets the driver skip `match`; each declaration must be a necessary
+    condition: wherever the pattern matches, an operand is made by one of the declared ops."""
+    from shlo_env import corpus
+    from shlo_env.patterns.base import all_patterns
+
+    declared = [p for p in all_patterns() if p.operand_producers()]
+    programs = [corpus.load(e.uri) for e in corpus.entries(corpus.CORPUS)] + list(_programs())
+    checked: dict[str, int] = {}
+    with ir_scope():
+        for program in programs:
+            with match_cache.indexed(program.body) as index:
+                for i, (op, name) in enumerate(zip(index.ops, index.names)):
+                    made = index.operand_producers(i)
+                    direct = {v.owner.name for v in op.operands if isinstance(v, ir.OpResult)}
+                    assert made == direct
+                    for p in declared:
+                        if name in p.roots() and p.match(match_cache.view(op)) is not None:
+                            assert p.operand_producers() & made, (p.name, str(op))
+                            checked[p.name] = checked.get(p.name, 0) + 1
+    assert len(checked) >= 25, sorted(checked)  # the corpus exercises most declarations
+
+
+@pytest.mark.parametrize("program", list(_programs()), ids=["stack", "loop"])
+def test_remembered_facts_are_what_mlir_says(program):
+    """static_shape, splat_value, reduce_body and i64s, remembered per op or value while indexed."""
+    def facts(ops):
+        out = []
+        for op in ops:
+            out.append(([base.static_shape(v) for v in op.operands], [base.splat_value(v) for v in op.operands],
+                        base.reduce_body(op), base.i64s(op, "dimensions") if op.name == "stablehlo.reduce" else None))
+        return out
+
+    with ir_scope():
+        ops = list(driver.walk_ops(program.body))
+        direct = facts(ops)
+        with match_cache.indexed(program.body) as index:
+            cached, again = facts(index.ops), facts(index.ops)
+    assert any(s is not None for r in direct for s in r[1])  # (the stack's softmax has reduces)
+    assert cached == direct and again == direct

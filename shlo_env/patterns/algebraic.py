@@ -13,7 +13,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from shlo_env.patterns.base import Match, Numerics, Pattern, register
-from shlo_env.patterns.matching import COMMUTATIVE, commuted, producer, splat_value
+from shlo_env.patterns.matching import COMMUTATIVE, SPLAT_SOURCES, commuted, producer, splat_value
 from shlo_env.tensor_types import dtype_of, is_float, is_integer
 
 
@@ -26,6 +26,7 @@ class AddZero(Pattern):
     """x + 0 -> x for integers; for floats only x + (-0.0) -> x (x + (+0.0) turns -0 into +0)."""
 
     root = "stablehlo.add"
+    operand_from = SPLAT_SOURCES
 
     def match(self, op):
         for x, zero in commuted(op):
@@ -44,6 +45,7 @@ class SubZero(Pattern):
     """x - (+0) -> x (exact for every x, -0 and NaN included)."""
 
     root = "stablehlo.subtract"
+    operand_from = SPLAT_SOURCES
 
     def match(self, op):
         x, zero = op.operands
@@ -60,6 +62,7 @@ class MulOne(Pattern):
     """x * 1 -> x."""
 
     root = "stablehlo.multiply"
+    operand_from = SPLAT_SOURCES
 
     def match(self, op):
         for x, one in commuted(op):
@@ -75,6 +78,7 @@ class DivOne(Pattern):
     """x / 1 -> x."""
 
     root = "stablehlo.divide"
+    operand_from = SPLAT_SOURCES
 
     def match(self, op):
         x, one = op.operands
@@ -90,6 +94,7 @@ class NegNeg(Pattern):
     """-(-x) -> x."""
 
     root = "stablehlo.negate"
+    operand_from = "stablehlo.negate"
 
     def match(self, op):
         inner = producer(op.operands[0], "stablehlo.negate")
@@ -105,6 +110,7 @@ class MulZeroInt(Pattern):
     """x * 0 -> 0 (integers only: on floats NaN * 0 and Inf * 0 are NaN, and -1 * 0 is -0)."""
 
     root = "stablehlo.multiply"
+    operand_from = SPLAT_SOURCES
 
     def match(self, op):
         if not is_integer(op.result.type):
@@ -137,6 +143,7 @@ class ConstantToRhs(Pattern):
     """c ⊕ x -> x ⊕ c for commutative ⊕ (add, multiply, max, min, and, or, xor): canonical order."""
 
     root = tuple(sorted(COMMUTATIVE))
+    operand_from = SPLAT_SOURCES
 
     def match(self, op):
         c, x = op.operands
@@ -152,6 +159,7 @@ class MaxNegInf(Pattern):
     """max(x, -inf) -> x (exact: max propagates NaN, and max(-0, -inf) is -0)."""
 
     root = "stablehlo.maximum"
+    operand_from = SPLAT_SOURCES
 
     def match(self, op):
         for x, c in commuted(op):
@@ -167,6 +175,7 @@ class MinPosInf(Pattern):
     """min(x, +inf) -> x (exact: min propagates NaN, and min(+0, +inf) is +0)."""
 
     root = "stablehlo.minimum"
+    operand_from = SPLAT_SOURCES
 
     def match(self, op):
         for x, c in commuted(op):
@@ -182,6 +191,7 @@ class MulNegOneToNeg(Pattern):
     """x * -1 -> -x (exact: the product flips only the sign, zeros and infinities included)."""
 
     root = "stablehlo.multiply"
+    operand_from = SPLAT_SOURCES
 
     def match(self, op):
         for x, c in commuted(op):
@@ -212,6 +222,7 @@ class MulTwoToAddSelf(Pattern):
     """x * 2 -> x + x (exact; an add is cheaper than a multiply on some targets)."""
 
     root = "stablehlo.multiply"
+    operand_from = SPLAT_SOURCES
 
     def match(self, op):
         for x, c in commuted(op):
@@ -244,6 +255,7 @@ class DivByPowerOfTwo(Pattern):
     """x / 2^k -> x * 2^-k (exact: both are one rounding of the same real number)."""
 
     root = "stablehlo.divide"
+    operand_from = SPLAT_SOURCES
 
     def match(self, op):
         x, c = op.operands
@@ -260,6 +272,7 @@ class DivToMulReciprocal(Pattern):
     """x / c -> x * (1/c) for a constant c (APPROX: 1/c is rounded once more; opt-in)."""
 
     root = "stablehlo.divide"
+    operand_from = SPLAT_SOURCES
     numerics = Numerics.APPROX
 
     def match(self, op):
@@ -280,6 +293,7 @@ class AbsOfAbs(Pattern):
     """|(|x|)| -> |x|."""
 
     root = "stablehlo.abs"
+    operand_from = "stablehlo.abs"
 
     def match(self, op):
         inner = producer(op.operands[0], "stablehlo.abs")
@@ -295,6 +309,7 @@ class AbsOfNeg(Pattern):
     """|-x| -> |x| (floats; on integers -MIN wraps, but |-x| == |x| holds there too)."""
 
     root = "stablehlo.abs"
+    operand_from = "stablehlo.negate"
 
     def match(self, op):
         inner = producer(op.operands[0], "stablehlo.negate")
@@ -310,6 +325,7 @@ class NotNot(Pattern):
     """not(not(x)) -> x (booleans and integers: bitwise not is an involution)."""
 
     root = "stablehlo.not"
+    operand_from = "stablehlo.not"
 
     def match(self, op):
         inner = producer(op.operands[0], "stablehlo.not")
@@ -325,6 +341,7 @@ class SubNegToAdd(Pattern):
     """a - (-b) -> a + b (exact: IEEE subtraction is addition of the negation)."""
 
     root = "stablehlo.subtract"
+    operand_from = "stablehlo.negate"
 
     def match(self, op):
         a, nb = op.operands
@@ -341,6 +358,7 @@ class AddNegToSub(Pattern):
     """a + (-b) -> a - b (exact)."""
 
     root = "stablehlo.add"
+    operand_from = "stablehlo.negate"
 
     def match(self, op):
         for a, nb in commuted(op):
@@ -357,6 +375,7 @@ class MulNegNeg(Pattern):
     """(-a) * (-b) -> a * b (exact: the signs cancel; only NaN's sign may differ)."""
 
     root = "stablehlo.multiply"
+    operand_from = "stablehlo.negate"
 
     def match(self, op):
         na, nb = (producer(v, "stablehlo.negate") for v in op.operands)

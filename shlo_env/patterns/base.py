@@ -29,6 +29,7 @@ The helpers patterns match with (`producer`, `splat_value`, `commuted`, ...) are
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import Any, ClassVar
 
 from shlo_env.numerics import Numerics
@@ -49,9 +50,17 @@ class Match(dict):
 
 
 class Pattern:
-    """Base class of every rewrite. Subclasses set `root` and `numerics` and define match/rewrite."""
+    """Base class of every rewrite. Subclasses set `root` and `numerics` and define match/rewrite.
+
+    `operand_from` (optional, a name or a collection of names) is a precondition the driver
+    checks from its index before calling `match`: the pattern can only match an op one of
+    whose operands is defined by an op with one of these names (`NegNeg`: "stablehlo.negate").
+    Empty means none. A declaration that is not a necessary condition loses matches;
+    tests/test_match_cache.py checks each one.
+    """
 
     root: ClassVar[str | tuple[str, ...]] = ()
+    operand_from: ClassVar[str | Collection[str]] = ()
     numerics: ClassVar[Numerics] = Numerics.EXACT
     name: ClassVar[str] = ""
 
@@ -66,6 +75,12 @@ class Pattern:
         r = cls.root
         items = r if isinstance(r, tuple) else (r,)
         return tuple(getattr(x, "OPERATION_NAME", x) for x in items)
+
+    @classmethod
+    def operand_producers(cls) -> frozenset[str]:
+        """`operand_from` as a set of op names (empty: no precondition)."""
+        names = cls.operand_from
+        return frozenset([names] if isinstance(names, str) else names)
 
     def match(self, op) -> Match | None:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -60,7 +60,8 @@ def _chain(value, leaves: list, budget: list) -> tuple:
 
 def _chain_of(op) -> tuple[tuple, list]:
     """(structure, leaves) of the chain ending at elementwise `op` (its root)."""
-    structure, leaves = mc.memo(op.operation, "chain", lambda: _read_chain(op))
+    op = op.operation
+    structure, leaves = mc.memo(op, "chain", lambda: _read_chain(mc.view(op)))
     return structure, list(leaves)
 
 
@@ -119,12 +120,10 @@ class BatchElementwiseChains(Pattern):
         cones = [ancestors_since(_leaf_values(leaves), op, MAX_CONE)]  # what each member reads, since op
         tries = 0
         for other in related_ops(op, budget=256, name=mc.name(op.operation), after=True):
-            if not _is_chain_root(other):
+            if not _is_chain_root(other) or _chain_of(other)[0] != structure:
                 continue
             other = mc.view(other)
-            s2, l2 = _chain_of(other)
-            if s2 != structure:
-                continue
+            l2 = _chain_of(other)[1]
             tries += 1
             if tries > MAX_TRIES:
                 break
@@ -171,7 +170,8 @@ def _build(b, structure, inputs, total: int):
 
 
 def _dot_key(op):
-    return mc.memo(op.operation, "dot_key", lambda: _read_dot_key(op))
+    op = op.operation
+    return mc.memo(op, "dot_key", lambda: _read_dot_key(mc.view(op)))
 
 
 def _read_dot_key(op):
@@ -197,9 +197,9 @@ class BatchDots(Pattern):
         cones = [ancestors_since(op.operands, op, MAX_CONE)]  # what each member reads, since op
         tries = 0
         for other in related_ops(op, budget=256, name="stablehlo.dot_general", after=True):
-            other = mc.view(other)
             if _dot_key(other) != key:
                 continue
+            other = mc.view(other)
             tries += 1
             if tries > MAX_TRIES:
                 break

@@ -87,6 +87,7 @@ class ConvertRoundTrip(Pattern):
     """convert(convert(x: A -> B) -> A) -> x when A -> B is lossless (f16 -> f32 -> f16, i8 -> i32 -> i8)."""
 
     root = "stablehlo.convert"
+    operand_from = "stablehlo.convert"
 
     def match(self, op):
         inner = producer(op.operands[0], "stablehlo.convert")
@@ -107,6 +108,7 @@ class ConvertSkipLossless(Pattern):
     float (or all three are integers): the lossless step changes no value."""
 
     root = "stablehlo.convert"
+    operand_from = "stablehlo.convert"
 
     def match(self, op):
         inner = producer(op.operands[0], "stablehlo.convert")
@@ -135,6 +137,7 @@ class ConvertBeforeMovement(Pattern):
     fewer bytes are moved, or fewer elements converted."""
 
     root = "stablehlo.convert"
+    operand_from = DATA_MOVEMENT
 
     def match(self, op):
         move = producer(op.operands[0])
@@ -156,6 +159,7 @@ class ConvertAfterMovement(Pattern):
     `move` is a slice (convert only what is read)."""
 
     root = tuple(sorted(DATA_MOVEMENT))
+    operand_from = "stablehlo.convert"
 
     def match(self, op):
         cvt = producer(op.operands[0], "stablehlo.convert")

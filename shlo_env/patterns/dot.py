@@ -54,6 +54,7 @@ class ReassociateLeftToRight(Pattern):
     """(A·B)·C -> A·(B·C), offered when it needs fewer flops."""
 
     root = "stablehlo.dot_general"
+    operand_from = "stablehlo.dot_general"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -76,6 +77,7 @@ class ReassociateRightToLeft(Pattern):
     """A·(B·C) -> (A·B)·C, offered when it needs fewer flops."""
 
     root = "stablehlo.dot_general"
+    operand_from = "stablehlo.dot_general"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -98,6 +100,7 @@ class DistributeLeft(Pattern):
     """x·(W + V) -> x·W + x·V; when V = A·B, x·V is computed as (x·A)·B if that is cheaper."""
 
     root = "stablehlo.dot_general"
+    operand_from = "stablehlo.add"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -146,6 +149,7 @@ class DistributeRight(Pattern):
     """(W + V)·x -> W·x + V·x."""
 
     root = "stablehlo.dot_general"
+    operand_from = "stablehlo.add"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -168,6 +172,7 @@ class FactorCommonLhs(Pattern):
     """x·W + x·V -> x·(W + V): one product instead of two."""
 
     root = "stablehlo.add"
+    operand_from = "stablehlo.dot_general"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -188,6 +193,7 @@ class FactorCommonRhs(Pattern):
     """W·x + V·x -> (W + V)·x."""
 
     root = "stablehlo.add"
+    operand_from = "stablehlo.dot_general"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -221,6 +227,7 @@ class ReduceThroughDot(Pattern):
     """sum_i (X·W)[i, :] -> (sum_i X[i, :])·W, and likewise over columns (sum_j W[:, j])."""
 
     root = "stablehlo.reduce"
+    operand_from = "stablehlo.dot_general"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -299,6 +306,7 @@ class ReduceOfProductToDot(Pattern):
     free dim (the einsum form)."""
 
     root = "stablehlo.reduce"
+    operand_from = "stablehlo.multiply"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -344,6 +352,7 @@ class DotOfBroadcast(Pattern):
     dim comes back by a reshape of the (smaller) result."""
 
     root = "stablehlo.dot_general"
+    operand_from = "stablehlo.broadcast_in_dim"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -430,6 +439,7 @@ class SplitDotOverConcat(Pattern):
     """x·[W1 W2 ...] -> [x·W1  x·W2 ...] and [A1; A2]·W -> [A1·W; A2·W]: the inverse of a merge."""
 
     root = "stablehlo.dot_general"
+    operand_from = "stablehlo.concatenate"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -462,6 +472,7 @@ class SliceThroughDot(Pattern):
     """(A·B)[rows, cols] -> A[rows, :]·B[:, cols]: compute only the part of the product that is read."""
 
     root = "stablehlo.slice"
+    operand_from = "stablehlo.dot_general"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -524,6 +535,7 @@ class FoldTransposeIntoDotLhs(Pattern):
     dimension numbers (REASSOCIATE: the backend may pick another kernel and summation order)."""
 
     root = "stablehlo.dot_general"
+    operand_from = "stablehlo.transpose"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -539,6 +551,7 @@ class FoldTransposeIntoDotRhs(Pattern):
     dimension numbers (REASSOCIATE, as for the lhs)."""
 
     root = "stablehlo.dot_general"
+    operand_from = "stablehlo.transpose"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -565,6 +578,7 @@ class TransposeOfDot(Pattern):
     operand become a transpose of that (usually smaller) operand."""
 
     root = "stablehlo.transpose"
+    operand_from = "stablehlo.dot_general"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -610,6 +624,7 @@ class DotOverContractingConcat(Pattern):
     (also for a concatenated rhs): the sum of the partial products."""
 
     root = "stablehlo.dot_general"
+    operand_from = "stablehlo.concatenate"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -657,6 +672,7 @@ class ScalarOutOfDot(Pattern):
     """(s·A)·B -> s·(A·B) (also A·(s·B) and A/s): scale whichever side is smaller."""
 
     root = "stablehlo.dot_general"
+    operand_from = ("stablehlo.multiply", "stablehlo.divide")
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -684,6 +700,7 @@ class ScalarIntoDot(Pattern):
     """s·(A·B) -> (s·A)·B or A·(s·B), whichever operand is smaller (also (A·B)/s)."""
 
     root = ("stablehlo.multiply", "stablehlo.divide")
+    operand_from = "stablehlo.dot_general"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):

@@ -50,7 +50,8 @@ class InsertOptimizationBarrier(Pattern):
     root = _EXPENSIVE
 
     def match(self, op):
-        if len(op.results) != 1 or not static_shape(op.result):
+        results = mc.results(op.operation)
+        if len(results) != 1 or mc.num_uses(results[0]) < 2 or not static_shape(results[0]):
             return None
         if len(_distinct_users(op.result)) < 2:
             return None
@@ -83,9 +84,10 @@ class DuplicateProducer(Pattern):
     root = tuple(sorted(_CHEAP))
 
     def match(self, op):
-        if len(op.results) != 1 or not is_pure(op) or len(op.regions):
-            return None
-        p = op.result
+        results = mc.results(op.operation)
+        if len(results) != 1 or mc.num_uses(results[0]) < 2 or not is_pure(op) or len(op.regions):
+            return None  # (a use count is cheaper to read than the distinct users below)
+        p = results[0]
         consumers = _distinct_users(p)
         if not 2 <= len(consumers) <= 4:
             return None

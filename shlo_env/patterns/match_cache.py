@@ -19,6 +19,7 @@ import bisect
 import contextlib
 import heapq
 from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
 from jaxlib.mlir import ir
@@ -27,6 +28,7 @@ T = TypeVar("T")
 
 _ALTERNATIVES = "shlo_env.alternatives"  # not entered, as driver.walk_ops does not
 _OUTSIDE = -1  # the block (or op) number of anything the index does not hold
+_MISSING = object()
 
 
 class Index:
@@ -59,7 +61,8 @@ class Index:
         self._input_memo: dict[int, list[int]] = {}
         self._ancestries: dict[int, _Ancestry] = {}
         self._successors: dict[int, list[int]] = {}
-        self._memo: dict[Hashable, Any] = {}
+        self._memo: dict[Hashable, dict[int, Any]] = {}  # tag -> {op number: fact}
+        self._value_memo: dict[Hashable, dict[int, Any]] = {}  # tag -> {value number: fact}
         self._add_block(body)
 
     # --- building ---
@@ -124,6 +127,19 @@ class Index:
             self._users[v], self._user_ops[v] = got, ops
         return got
 
+    def operand_producers(self, i: int) -> frozenset[str] | None:
+        """The names of the ops defining op i's operands (block arguments add none), or None
+        when an operand is defined where the index does not look (inside an alternatives op)."""
+        owner, arg, names = self.owner, self.arg, self.names
+        out = set()
+        for v in self.operands(i):
+            o = owner[v]
+            if o != _OUTSIDE:
+                out.add(names[o])
+            elif arg[v][0] == _OUTSIDE:
+                return None
+        return frozenset(out)
+
     def user_ops(self, v: int) -> list[ir.Operation]:
         self.users(v)
         return self._user_ops[v]
@@ -133,14 +149,6 @@ class Index:
         if got is None:
             got = self._views[i] = self.ops[i].opview
         return got
-
-    def memo(self, i: int, tag: Hashable, compute: Callable[[], T]) -> T:
-        key = (tag, i)
-        try:
-            return self._memo[key]
-        except KeyError:
-            got = self._memo[key] = compute()
-            return got
 
     def _inputs(self, i: int) -> list[int]:
         """Op i's operands and the operands of the ops directly inside its regions."""
@@ -153,7 +161,7 @@ class Index:
 
     # --- the searches of patterns/base.py, on numbers (same answers as the MLIR versions) ---
 
-    def ancestors_since(self, values, first: int, limit: int) -> set[ir.Operation] | None:
+    def ancestors_since(self, values, first: int, limit: int) -> OpSet | None:
         """`base.ancestors_since` for an indexed `first`.
 
         The same set: the ops of `first`'s block, not before it, that the values' defining ops
@@ -163,25 +171,34 @@ class Index:
         """
         block, pos, owner = self.block, self.pos, self.owner
         b, p = block[first], pos[first]
-        starts = set()
-        for n in map(self.value_number.get, values):
-            if n is not None:  # a value the index does not hold is defined in another block
-                i = owner[n]
-                if i != _OUTSIDE and block[i] == b and pos[i] >= p:
-                    starts.add(i)
         cone: set[int] = set()
-        for i in starts:
-            nearest = self._nearest(i, p, limit + 1)
-            if len(nearest) > limit:
+        for n in map(self.value_number.get, values):
+            if n is None:  # a value the index does not hold is defined in another block
+                continue
+            i = owner[n]
+            if i == _OUTSIDE or block[i] != b or pos[i] < p:
+                continue
+            found, count = self._nearest(i, p, limit + 1)
+            if count > limit:
                 return None
-            cone.update(nearest)
+            cone.update(found[:count])
             if len(cone) > limit:
                 return None
-        return {self.ops[i] for i in cone}
+        return OpSet(self, cone)
 
-    def _nearest(self, i: int, p: int, k: int) -> list[int]:
-        """Op i and the ops of its block it reads (transitively), at positions >= p, nearest
-        first, at most k of them."""
+    def depends_on(self, value: ir.Value, first: int, limit: int) -> bool:
+        """`base.depends_on` for an indexed `first`: `first` is in the cone or the cone is too big."""
+        n = self.value_number.get(value)
+        i = _OUTSIDE if n is None else self.owner[n]
+        if i == _OUTSIDE or self.block[i] != self.block[first] or self.pos[i] < self.pos[first]:
+            return False
+        found, count = self._nearest(i, self.pos[first], limit + 1)
+        # the cone is found[:count], nearest first, and `first` is the earliest op it may hold
+        return count > limit or found[count - 1] == first
+
+    def _nearest(self, i: int, p: int, k: int) -> tuple[list[int], int]:
+        """(found, count): found[:count] are op i and the ops of its block it reads
+        (transitively), at positions >= p, nearest first, at most k of them."""
         a = self._ancestries.get(i)
         if a is None:
             a = self._ancestries[i] = _Ancestry(i, self.pos[i])
@@ -196,7 +213,7 @@ class Index:
                 if o != _OUTSIDE and o not in seen and block[o] == b:
                     seen.add(o)
                     heapq.heappush(heap, (-pos[o], o))
-        return found[:min(k, bisect.bisect_right(keys, -p))]
+        return found, min(k, bisect.bisect_right(keys, -p))
 
     def related_ops(self, first: int, up: int, down: int, budget: int, name: str | None,
                     after: bool = False) -> list[ir.Operation]:
@@ -264,6 +281,27 @@ class Index:
         ops, names, pos = self.ops, self.names, self.pos
         p = pos[first] if after else -1
         return [ops[i] for i in found if (name is None or names[i] == name) and pos[i] > p]
+
+
+class OpSet(AbstractSet):
+    """A set of indexed ops held as their numbers: `op in s` costs no hash of `op` (about a
+    microsecond each), and making one costs none either. Compares equal to a set of the ops."""
+
+    __slots__ = ("_index", "_numbers")
+
+    def __init__(self, index: Index, numbers: set[int]):
+        self._index, self._numbers = index, numbers
+
+    def __contains__(self, op) -> bool:
+        n = self._index.op_number(op) if isinstance(op, ir.Operation) else None
+        return n is not None and n in self._numbers
+
+    def __iter__(self) -> Iterator[ir.Operation]:
+        ops = self._index.ops
+        return (ops[i] for i in self._numbers)
+
+    def __len__(self) -> int:
+        return len(self._numbers)
 
 
 class _Ancestry:
@@ -400,7 +438,29 @@ def memo(op: ir.Operation, tag: Hashable, compute: Callable[[], T]) -> T:
     """`compute()`, a fact about `op`, remembered under `tag` while `op` is an indexed op."""
     ix = _active  # find(op), inlined: the batching and merging patterns ask this very often
     if ix is not None:
-        i = ix.op_number(op)
+        i = ix._by_id.get(id(op))
+        if i is None:
+            i = ix.number.get(op)
         if i is not None:
-            return ix.memo(i, tag, compute)
+            return _remember(ix._memo, tag, i, compute)
     return compute()
+
+
+def value_memo(value: ir.Value, tag: Hashable, compute: Callable[[], T]) -> T:
+    """`compute()`, a fact about `value`, remembered under `tag` while `value` is a value of the index."""
+    ix = _active
+    if ix is not None:
+        v = ix.value_number.get(value)
+        if v is not None:
+            return _remember(ix._value_memo, tag, v, compute)
+    return compute()
+
+
+def _remember(tables: dict[Hashable, dict[int, Any]], tag: Hashable, n: int, compute: Callable[[], T]) -> T:
+    table = tables.get(tag)
+    if table is None:
+        table = tables[tag] = {}
+    got = table.get(n, _MISSING)
+    if got is _MISSING:
+        got = table[n] = compute()
+    return got

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 from jaxlib.mlir import ir
@@ -26,7 +27,7 @@ __all__ = [
     # values and their ops
     "producer", "producer_names", "users", "single_use", "static_shape",
     # constants
-    "constant_value", "splat_value", "commuted",
+    "constant_value", "splat_value", "SPLAT_SOURCES", "commuted",
     # attributes
     "i64s", "attr_int", "concat_dim", "slice_params", "permutation", "broadcast_dims", "comparison",
     "is_identity_perm", "DotDims", "dot_dims", "matmul_operands", "matmul_flops",
@@ -66,6 +67,11 @@ def single_use(value: ir.Value) -> bool:
 
 
 def static_shape(value: ir.Value) -> tuple[int, ...] | None:
+    """The static shape of a ranked tensor value, else None (remembered while augment indexes)."""
+    return mc.value_memo(value, "static_shape", lambda: _static_shape(value))
+
+
+def _static_shape(value: ir.Value) -> tuple[int, ...] | None:
     try:
         return shape_of(value.type)
     except UnsupportedType:
@@ -73,11 +79,15 @@ def static_shape(value: ir.Value) -> tuple[int, ...] | None:
 
 
 def i64s(op, name: str) -> list[int]:
-    """A DenseI64ArrayAttr attribute of `op` as a list."""
-    return list(ir.DenseI64ArrayAttr(op.operation.attributes[name]))
+    """A DenseI64ArrayAttr attribute of `op` as a list (a new one each call)."""
+    op = op.operation
+    return list(mc.memo(op, ("i64s", name), lambda: tuple(ir.DenseI64ArrayAttr(op.attributes[name]))))
 
 
 _LOOK_THROUGH = ("stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.convert")
+#: The ops that can define a value with a `splat_value`: the `operand_from` of patterns that
+#: need a splat operand.
+SPLAT_SOURCES = frozenset(("stablehlo.constant",) + _LOOK_THROUGH)
 
 
 def constant_value(value: ir.Value) -> np.ndarray | None:
@@ -110,6 +120,13 @@ def _scalar(attr: ir.Attribute):
 
 def splat_value(value: ir.Value) -> float | int | None:
     """The scalar a value is filled with, looking through broadcasts, reshapes and converts."""
+    op = producer(value)
+    if op is None:
+        return None
+    return mc.memo(op.operation, "splat_value", lambda: _splat_value(value))  # a fact of the producer
+
+
+def _splat_value(value: ir.Value) -> float | int | None:
     while True:
         op = producer(value)
         if op is None:
@@ -224,6 +241,10 @@ def is_elementwise(op) -> bool:
 def reduce_body(op) -> str | None:
     """The combining op of a single-input `stablehlo.reduce` whose body is `return f(a, b)`."""
     op = as_operation(op)
+    return mc.memo(op, "reduce_body", lambda: _reduce_body(op))
+
+
+def _reduce_body(op: ir.Operation) -> str | None:
     if op.name != "stablehlo.reduce" or len(op.operands) != 2:
         return None
     blk = op.regions[0].blocks[0]
@@ -454,13 +475,17 @@ def depends_on(value: ir.Value, op, limit: int = 256) -> bool:
 
     Conservative: gives True when the search passes `limit` ops.
     """
+    indexed = mc.find(as_operation(op))
+    if indexed is not None:
+        return indexed[0].depends_on(value, indexed[1], limit)
     cone = ancestors_since([value], op, limit)
     return cone is None or op.operation in cone
 
 
-def ancestors_since(values, first, limit: int = 256) -> set | None:
+def ancestors_since(values, first, limit: int = 256) -> AbstractSet | None:
     """The ops of `first`'s block, not before `first`, that `values` are computed from
-    (transitively, through nested regions' operands), or None past `limit` ops.
+    (transitively, through nested regions' operands), or None past `limit` ops. A set (while
+    augment indexes the program, a `match_cache.OpSet`, which compares equal to one).
 
     One walk answers "does this read any of these ops?" for many ops at once, where
     `depends_on` would walk once per pair (quadratic when a pattern gathers N partners).

@@ -11,7 +11,7 @@ import math
 
 from shlo_env.patterns.base import Match, Numerics, Pattern, register
 from shlo_env.patterns.matching import (
-    concat_dim, i64s, permutation, producer, reduce_body, scalar_operand, splat_value,
+    SPLAT_SOURCES, concat_dim, i64s, permutation, producer, reduce_body, scalar_operand, splat_value,
 )
 from shlo_env.tensor_types import is_float, is_integer, shape_of
 
@@ -49,6 +49,7 @@ class ReduceEmptyDims(Pattern):
     """reduce(x, init, dims=[]) -> x when init is an exact identity of the body."""
 
     root = "stablehlo.reduce"
+    operand_from = SPLAT_SOURCES
 
     def match(self, op):
         body = reduce_body(op)
@@ -83,6 +84,7 @@ class ReduceOfReduce(Pattern):
     products with an identity init (order-independent, so exact)."""
 
     root = "stablehlo.reduce"
+    operand_from = "stablehlo.reduce"
 
     def match(self, op):
         n = _nested_reduce(op)
@@ -101,6 +103,7 @@ class ReduceOfReduceSum(Pattern):
     """sum(sum(x, d1), d2) -> sum(x, d1 ∪ d2) on floats (one reduction; summation order changes)."""
 
     root = "stablehlo.reduce"
+    operand_from = "stablehlo.reduce"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -120,6 +123,7 @@ class ReduceOfTranspose(Pattern):
     """reduce(transpose(x, p), dims) -> transpose(reduce(x, p[dims])): reduce in x's own layout."""
 
     root = "stablehlo.reduce"
+    operand_from = "stablehlo.transpose"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -144,6 +148,7 @@ class ReduceSumOfScaled(Pattern):
     """sum(s·x) -> s·sum(x) for a scalar s: one multiply per output instead of per input."""
 
     root = "stablehlo.reduce"
+    operand_from = "stablehlo.multiply"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):
@@ -168,6 +173,7 @@ class ReduceOfConcat(Pattern):
     """reduce(concat(a, b), dims ∋ concat dim) -> f(reduce(a), reduce(b)) for f in add/max/min."""
 
     root = "stablehlo.reduce"
+    operand_from = "stablehlo.concatenate"
     numerics = Numerics.REASSOCIATE
 
     def match(self, op):

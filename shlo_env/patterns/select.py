@@ -5,7 +5,7 @@ from __future__ import annotations
 from jaxlib.mlir.dialects import stablehlo
 
 from shlo_env.patterns.base import Match, Pattern, register
-from shlo_env.patterns.matching import comparison, producer, splat_value
+from shlo_env.patterns.matching import SPLAT_SOURCES, comparison, producer, splat_value
 from shlo_env.tensor_types import dtype_of, is_integer
 
 
@@ -29,6 +29,7 @@ class SelectConstantPredicate(Pattern):
     """select(true, a, b) -> a and select(false, a, b) -> b."""
 
     root = "stablehlo.select"
+    operand_from = SPLAT_SOURCES
 
     def match(self, op):
         pred, on_true, on_false = op.operands
@@ -46,6 +47,7 @@ class SelectNotSwap(Pattern):
     """select(not p, a, b) -> select(p, b, a)."""
 
     root = "stablehlo.select"
+    operand_from = "stablehlo.not"
 
     def match(self, op):
         pred, on_true, on_false = op.operands
@@ -98,6 +100,7 @@ class SelectCompareToMinMax(Pattern):
     on floats max propagates NaN where the select would not)."""
 
     root = "stablehlo.select"
+    operand_from = "stablehlo.compare"
 
     def match(self, op):
         pred, on_true, on_false = op.operands

@@ -17,6 +17,7 @@ class TransposeOfTranspose(Pattern):
     """transpose(transpose(x, p), q) -> transpose(x, p∘q), or x when that is the identity."""
 
     root = "stablehlo.transpose"
+    operand_from = "stablehlo.transpose"
 
     def match(self, op):
         inner = producer(op.operands[0], "stablehlo.transpose")
@@ -34,6 +35,7 @@ class ReshapeOfReshape(Pattern):
     """reshape(reshape(x)) -> reshape(x), or x when the shapes agree."""
 
     root = "stablehlo.reshape"
+    operand_from = "stablehlo.reshape"
 
     def match(self, op):
         inner = producer(op.operands[0], "stablehlo.reshape")
@@ -92,6 +94,7 @@ class BroadcastOfBroadcast(Pattern):
     """broadcast(broadcast(x, d1), d2) -> broadcast(x, d2∘d1): one broadcast."""
 
     root = "stablehlo.broadcast_in_dim"
+    operand_from = "stablehlo.broadcast_in_dim"
 
     def match(self, op):
         inner = producer(op.operands[0], "stablehlo.broadcast_in_dim")
@@ -130,6 +133,7 @@ class ElementwiseThroughBroadcast(Pattern):
     """f(broadcast(a), broadcast(b)) -> broadcast(f(a, b)): compute on the small tensor once."""
 
     root = tuple(sorted(ELEMENTWISE))
+    operand_from = "stablehlo.broadcast_in_dim"
 
     def match(self, op):
         m = sink_match(op, "stablehlo.broadcast_in_dim", broadcast_dims)
@@ -147,6 +151,7 @@ class BroadcastOfElementwise(Pattern):
     into the consumer instead of being materialized."""
 
     root = "stablehlo.broadcast_in_dim"
+    operand_from = ELEMENTWISE
 
     def match(self, op):
         m = hoist_match(op, "stablehlo.broadcast_in_dim")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from shlo_env.patterns.base import Match, Pattern, register
 from shlo_env.patterns.matching import (
-    broadcast_dims, concat_dim, hoist_match, hoist_operands, i64s, producer,
+    ELEMENTWISE, broadcast_dims, concat_dim, hoist_match, hoist_operands, i64s, producer,
     slice_params,
 )
 from shlo_env.tensor_types import shape_of
@@ -15,6 +15,7 @@ class SliceOfConcat(Pattern):
     """slice(concat(x1, ..., xn)) -> slice(xi) when the slice reads only xi."""
 
     root = "stablehlo.slice"
+    operand_from = "stablehlo.concatenate"
 
     def match(self, op):
         cat = producer(op.operands[0], "stablehlo.concatenate")
@@ -59,6 +60,7 @@ class SliceOfSlice(Pattern):
     """x[a:b:s][c:d:t] -> x[a+c·s : a+d·s : s·t]: one slice."""
 
     root = "stablehlo.slice"
+    operand_from = "stablehlo.slice"
 
     def match(self, op):
         inner = producer(op.operands[0], "stablehlo.slice")
@@ -80,6 +82,7 @@ class ConcatOfAdjacentSlices(Pattern):
     """concat(x[a:b], x[b:c]) -> x[a:c] along the concatenated dim (other dims sliced alike)."""
 
     root = "stablehlo.concatenate"
+    operand_from = "stablehlo.slice"
 
     def match(self, op):
         dim = concat_dim(op)
@@ -107,6 +110,7 @@ class ConcatFlatten(Pattern):
     """concat(a, concat(b, c), d) -> concat(a, b, c, d) along one dim."""
 
     root = "stablehlo.concatenate"
+    operand_from = "stablehlo.concatenate"
 
     def match(self, op):
         dim = concat_dim(op)
@@ -148,6 +152,7 @@ class SliceOfPad(Pattern):
     """pad(x)[window] -> x[window'] when the window reads only x's elements (no padding)."""
 
     root = "stablehlo.slice"
+    operand_from = "stablehlo.pad"
 
     def match(self, op):
         pad = producer(op.operands[0], "stablehlo.pad")
@@ -173,6 +178,7 @@ class SliceOfElementwise(Pattern):
     """f(a, b)[window] -> f(a[window], b[window]) (f used only there): compute only what is read."""
 
     root = "stablehlo.slice"
+    operand_from = ELEMENTWISE
 
     def match(self, op):
         m = hoist_match(op, "stablehlo.slice")
@@ -189,6 +195,7 @@ class SliceOfBroadcast(Pattern):
     """broadcast(x)[window] -> broadcast(x[window']) : slice the small operand, not the big result."""
 
     root = "stablehlo.slice"
+    operand_from = "stablehlo.broadcast_in_dim"
 
     def match(self, op):
         bc = producer(op.operands[0], "stablehlo.broadcast_in_dim")
