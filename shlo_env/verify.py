@@ -17,8 +17,10 @@ redrawn with the same seed and its float inputs scaled by each of `RETRY_SCALES`
 the first scale on which every output of the original is finite replaces it (one more run
 of the original per try). If none is, the N(0,1) set stays. The scales are a decade apart:
 at half scale the original can still sit on the edge of overflow, where a rewrite that
-rounds differently overflows first (the Kalman filter's all-sites `small_dot_to_reduce`). The `Verifier` is the one place
-that decides the sets: the evaluator times on its set 0, and `optimize` checks on it.
+rounds differently overflows first (the Kalman filter's all-sites `small_dot_to_reduce`).
+The `Verifier` is the one place that decides the sets: the evaluator times on its set 0, and
+`optimize` checks the winner on it. (`optimize`'s check of a cached result still uses an
+N(0,1) set: on such programs it fails and the search runs again.)
 
 The search's `Evaluator` and `Env.is_equivalent` use a `Verifier`. `optimize`'s in-process
 checks and `shlo_env.testing` (a pattern author's property tests, on the reference interpreter
