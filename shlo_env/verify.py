@@ -20,7 +20,7 @@ at half scale the original can still sit on the edge of overflow, where a rewrit
 rounds differently overflows first (the Kalman filter's all-sites `small_dot_to_reduce`).
 The `Verifier` is the one place that decides the sets: the evaluator times on its set 0, and
 `optimize` checks the winner on it. (`optimize`'s check of a cached result still uses an
-N(0,1) set: on such programs it fails and the search runs again.)
+N(0,1) set: on such programs it can fail, and then the search runs again.)
 
 The search's `Evaluator` and `Env.is_equivalent` use a `Verifier`. `optimize`'s in-process
 checks and `shlo_env.testing` (a pattern author's property tests, on the reference interpreter
