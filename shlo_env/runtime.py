@@ -203,8 +203,10 @@ def hlo_cost(program: Program | str) -> dict:
 
 # --- inputs -----------------------------------------------------------------------------------
 
-def random_inputs(specs, seed: int) -> list[np.ndarray]:
-    """Inputs for verification: N(0,1) floats (as in the paper), small integers, random booleans."""
+def random_inputs(specs, seed: int, scale: float = 1.0) -> list[np.ndarray]:
+    """Inputs for verification: N(0,1) floats (as in the paper), small integers, random booleans.
+    `scale` multiplies the float (and complex) draws only: the same seed with another scale
+    gives the same integers and booleans and rescaled floats (see `shlo_env.verify`)."""
     rng = np.random.default_rng(seed)
     out = []
     for s in specs:
@@ -217,9 +219,9 @@ def random_inputs(specs, seed: int) -> list[np.ndarray]:
             lo, hi = max(info.min, -8), min(info.max, 8)
             out.append(rng.integers(lo, hi + 1, size=shape).astype(dtype))
         elif np.issubdtype(dtype, np.complexfloating):
-            out.append((rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype))
+            out.append((scale * (rng.standard_normal(shape) + 1j * rng.standard_normal(shape))).astype(dtype))
         else:
-            out.append(rng.standard_normal(shape).astype(dtype))
+            out.append((scale * rng.standard_normal(shape)).astype(dtype))
     return out
 
 

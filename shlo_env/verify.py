@@ -10,6 +10,18 @@ original's. `escalate` is the order the comparisons are tried in, cheapest first
 3. only if that fails, again with the original's own sensitivity (its float64 outputs on
    inputs moved by a few ulps): two more runs, so only when needed.
 
+Input sets: a random set (never the user's example inputs) on which the original itself
+gives a non-finite value in a float output (a Kalman covariance or a Lennard-Jones energy
+that overflows on N(0,1) inputs) says nothing about a rewrite that reassociates, so it is
+redrawn with the same seed and its float inputs scaled by each of `RETRY_SCALES` in turn;
+the first scale on which every output of the original is finite replaces it (one more run
+of the original per try). If none is, the N(0,1) set stays. The scales are a decade apart:
+at half scale the original can still sit on the edge of overflow, where a rewrite that
+rounds differently overflows first (the Kalman filter's all-sites `small_dot_to_reduce`).
+The `Verifier` is the one place that decides the sets: the evaluator times on its set 0, and
+`optimize` checks the winner on it. (`optimize`'s check of a cached result still uses an
+N(0,1) set: on such programs it can fail, and then the search runs again.)
+
 The search's `Evaluator` and `Env.is_equivalent` use a `Verifier`. `optimize`'s in-process
 checks and `shlo_env.testing` (a pattern author's property tests, on the reference interpreter
 and stricter: an EXACT rewrite must be bitwise equal) apply the same rules of
@@ -25,10 +37,20 @@ import numpy as np
 from shlo_env import runtime
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
-from shlo_env.numerics import SENSITIVITY_ULPS, Comparison, Numerics, compare_outputs, verify
+from shlo_env.numerics import SENSITIVITY_ULPS, Comparison, Numerics, compare_outputs, is_floating, verify
 from shlo_env.runners import Runner
 
 Outputs = list[np.ndarray]
+
+# Scales of the float inputs of a random set redrawn because the original was not finite on
+# it: smaller first (exponentials, squares, growing recurrences overflow), then larger (a
+# singularity at zero: the 1/r^12 of two Lennard-Jones particles drawn close together).
+RETRY_SCALES = (0.1, 0.01, 10.0)
+
+
+def all_finite(outputs: Outputs) -> bool:
+    """No NaN or Inf in any float (or complex) output."""
+    return all(bool(np.isfinite(o).all()) for o in map(np.asarray, outputs) if is_floating(o.dtype))
 
 
 def escalate(outputs: Sequence[Outputs], originals: Sequence[Outputs], claimed: Numerics | str,
@@ -45,8 +67,10 @@ def escalate(outputs: Sequence[Outputs], originals: Sequence[Outputs], claimed: 
 
 class Verifier:
     """Checks programs against `original` through `runner`, on the example inputs (if any) plus
-    `num_random` seeded random input sets. The original's outputs, float64 references and
-    sensitivities are computed once, when first needed.
+    `num_random` seeded random input sets (redrawn rescaled where the original overflows: see
+    the module docstring). The original's outputs, float64 references and sensitivities are
+    computed once, when first needed; reading `sets` or `keys` computes the outputs first,
+    since they decide the sets.
 
     `disabled_passes` apply when running the original; `timeout` gives the `timeout_s` of each
     runner request (None: the runner's own).
@@ -59,12 +83,15 @@ class Verifier:
         self.disabled_passes = disabled_passes
         self.timeout = timeout
         self.text = original.text()
-        self.sets = runtime.input_sets(original, num_random, seed)
+        self.seed = seed
+        self._sets = runtime.input_sets(original, num_random, seed)
+        self._first_random = len(self._sets) - num_random  # after the example inputs, if any
         # Input sets live in the runner under these names; the prefix keeps two verifiers
-        # sharing one runner from replacing each other's sets.
-        prefix = f"{dag_hash(original)}-{seed}-{num_random}"
-        self.keys = [f"{prefix}/set{i}" for i in range(len(self.sets))]
-        for key, arrays in zip(self.keys, self.sets):
+        # sharing one runner from replacing each other's sets (a name always holds the same
+        # arrays: a redrawn set gets its own name).
+        self._prefix = f"{dag_hash(original)}-{seed}-{num_random}"
+        self._keys = [f"{self._prefix}/set{i}" for i in range(len(self._sets))]
+        for key, arrays in zip(self._keys, self._sets):
             runner.set_inputs(key, arrays)
         self._originals: list[Outputs] | None = None
         self._references: list | None = None
@@ -72,14 +99,46 @@ class Verifier:
 
     @property
     def num_input_sets(self) -> int:
-        return len(self.sets)
+        return len(self._sets)
+
+    @property
+    def sets(self) -> list[list[np.ndarray]]:
+        """The input sets, as decided (runs the original once on each, the first time)."""
+        self.originals()
+        return self._sets
+
+    @property
+    def keys(self) -> list[str]:
+        """The runner's names of `sets`."""
+        self.originals()
+        return self._keys
+
+    def _run_original(self, key: str) -> Outputs:
+        return self.runner.run(self.text, key, self.disabled_passes, timeout_s=self.timeout())
 
     def originals(self) -> list[Outputs]:
         """The original's outputs on each input set (compiled with `disabled_passes`)."""
         if self._originals is None:
-            self._originals = [self.runner.run(self.text, k, self.disabled_passes, timeout_s=self.timeout())
-                               for k in self.keys]
+            outputs = [self._run_original(k) for k in self._keys]
+            for i in range(self._first_random, len(self._keys)):
+                if not all_finite(outputs[i]):
+                    outputs[i] = self._redraw(i, outputs[i])
+            self._originals = outputs
         return self._originals
+
+    def _redraw(self, i: int, outputs: Outputs) -> Outputs:
+        """Replace random set i by the first rescaled draw (`RETRY_SCALES`) on which the
+        original is finite (module docstring); return the original's outputs on the set kept."""
+        seed = self.seed + i - self._first_random  # the seed `runtime.input_sets` drew it with
+        for scale in RETRY_SCALES:
+            key = f"{self._prefix}/set{i}x{scale}"
+            arrays = runtime.random_inputs(self.original.in_specs, seed, scale)
+            self.runner.set_inputs(key, arrays)
+            scaled = self._run_original(key)
+            if all_finite(scaled):
+                self._sets[i], self._keys[i] = arrays, key
+                return scaled
+        return outputs
 
     def references(self) -> list:
         """float64 outputs of the original on each input set (None where it cannot be widened)."""
@@ -108,4 +167,4 @@ class Verifier:
         return escalate(outputs, originals, claimed, self.references, self.sensitivities)
 
 
-__all__ = ["Verifier", "escalate"]
+__all__ = ["RETRY_SCALES", "Verifier", "all_finite", "escalate"]

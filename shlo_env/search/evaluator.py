@@ -159,7 +159,6 @@ class Evaluator:
         self.baseline_text = original.text()
         self.verifier = Verifier(original, self.worker, num_random=num_random, seed=seed,
                                  disabled_passes=self.disabled_passes, timeout=self._timeout)
-        self._keys = self.verifier.keys
         self.baseline_s = float("nan")
         self.noise = float("nan")
         base = Evaluation(dag_hash(original), original, ok=True, ratio=1.0, median_ratio=1.0,
@@ -172,6 +171,11 @@ class Evaluator:
     @property
     def num_input_sets(self) -> int:
         return self.verifier.num_input_sets
+
+    @property
+    def _keys(self) -> list[str]:
+        """The worker's names of the verifier's input sets (reading them decides the sets)."""
+        return self.verifier.keys
 
     def inputs(self, i: int = 0) -> list[np.ndarray]:
         """Input set i (set 0 is the example args when the program has them)."""

@@ -1,0 +1,88 @@
+"""Random input sets on which the original overflows are redrawn rescaled (shlo_env.verify)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import shlo_env as se
+from shlo_env import runtime
+from shlo_env.numerics import SENSITIVITY_ULPS, Numerics
+from shlo_env.runners import InProcess
+from shlo_env.search.evaluator import Evaluator
+from shlo_env.verify import RETRY_SCALES, Verifier, all_finite, escalate
+
+SPEC = jax.ShapeDtypeStruct((64,), jnp.float32)
+
+
+def _overflowing(x):
+    # a * a overflows float32 where |x| > 0.89 (most N(0,1) draws of 64 values); cosh, not
+    # exp, since XLA rewrites exp(a) * exp(b) into exp(a + b) and both groupings would agree
+    a, c = jnp.cosh(50.0 * x), jnp.exp(-50.0 * jnp.abs(x))
+    return (a * a) * c
+
+
+def _reassociated(x):
+    # the same product grouped the other way: finite up to |x| = 1.79, so on N(0,1) inputs
+    # its non-finite values sit elsewhere than the original's and the comparison fails
+    a, c = jnp.cosh(50.0 * x), jnp.exp(-50.0 * jnp.abs(x))
+    return a * (a * c)
+
+
+def _run(program, inputs):
+    return runtime.execute(runtime.compile(program), inputs)
+
+
+def test_random_inputs_scale_only_the_floats():
+    specs = [jax.ShapeDtypeStruct((5,), t) for t in (jnp.float32, jnp.int32, jnp.bool_, jnp.complex64)]
+    full, small = runtime.random_inputs(specs, 3), runtime.random_inputs(specs, 3, 0.1)
+    np.testing.assert_array_equal(small[0], (0.1 * full[0].astype(np.float64)).astype(np.float32))
+    np.testing.assert_array_equal(small[1], full[1])
+    np.testing.assert_array_equal(small[2], full[2])
+    np.testing.assert_allclose(small[3], 0.1 * full[3], rtol=1e-6)
+
+
+def test_overflowing_program_gets_finite_sets_and_a_reassociating_rewrite_verifies():
+    original, candidate = se.lower(_overflowing, SPEC), se.lower(_reassociated, SPEC)
+    plain = runtime.input_sets(original, 3, 0)
+    assert not all(all_finite(_run(original, s)) for s in plain), "test premise"
+
+    v = Verifier(original, InProcess(), num_random=3)
+    assert all(all_finite(o) for o in v.originals())
+    for got, drawn in zip(v.sets, plain):  # the same draws, at most scaled
+        ratio = float(np.max(np.abs(got[0]))) / float(np.max(np.abs(drawn[0])))
+        assert any(np.isclose(ratio, s, rtol=1e-6) for s in (1.0, *RETRY_SCALES))
+    assert any(not np.array_equal(got[0], drawn[0]) for got, drawn in zip(v.sets, plain))
+    cmp = v.check(candidate.text(), (), Numerics.REASSOCIATE)
+    assert cmp.ok, cmp.detail
+
+    # on today's N(0,1) sets the same rewrite fails: the redraw is what makes it verifiable
+    outputs, originals = [_run(candidate, s) for s in plain], [_run(original, s) for s in plain]
+    refs = [runtime.reference_outputs(original, s) for s in plain]
+    sens = [runtime.reference_outputs(original, s, perturb_ulps=SENSITIVITY_ULPS) for s in plain]
+    assert not escalate(outputs, originals, Numerics.REASSOCIATE, lambda: refs, lambda: sens).ok
+
+
+def test_evaluator_times_and_verifies_on_the_same_decided_sets():
+    original = se.lower(_overflowing, SPEC)
+    ev = Evaluator(original, worker=InProcess(), num_random=2)
+    assert all(all_finite(o) for o in ev.originals())
+    assert ev.inputs(0) is ev.verifier.sets[0]
+    assert ev.verifier.keys[0].endswith(tuple(f"x{s}" for s in RETRY_SCALES))
+
+
+def test_example_args_are_kept_even_when_the_original_overflows_on_them():
+    x = np.full((64,), 3.0, np.float32)
+    original = se.lower(_overflowing, x)
+    v = Verifier(original, InProcess(), num_random=2)
+    assert not all_finite(v.originals()[0])  # the user's inputs: kept as given
+    assert v.sets[0][0] is not None and np.array_equal(v.sets[0][0], x)
+    assert all(all_finite(o) for o in v.originals()[1:])
+
+
+def test_program_nonfinite_at_every_scale_keeps_todays_sets():
+    original = se.lower(jnp.log, SPEC)  # NaN on negative inputs, at any scale
+    v = Verifier(original, InProcess(), num_random=2)
+    for got, drawn in zip(v.sets, runtime.input_sets(original, 2, 0)):
+        np.testing.assert_array_equal(got[0], drawn[0])
+    assert all(k.endswith(("set0", "set1")) for k in v.keys)
+    assert not any(all_finite(o) for o in v.originals())
