@@ -37,6 +37,7 @@ from shlo_env.numerics import SENSITIVITY_ULPS, Numerics, verify
 from shlo_env.search import passes as pass_actions
 from shlo_env.search.runner import SearchOptions, SearchSummary, optimize_program
 from shlo_env.timing import SEARCH, TimingPolicy
+from shlo_env.verify import all_finite, finite_redraw
 from shlo_env.worker import shared as shared_worker
 
 
@@ -336,11 +337,19 @@ def _from_cache(fn, args, jitted, program, entry, name, t0) -> OptimizedFunction
         if dag_hash(chosen) != entry.optimized_hash:
             raise ValueError("the stored program does not match its hash")
         call = exported_callable(fn, args, chosen, entry.disabled_passes)
+        reference_fn = jax.jit(fn, keep_unused=True)  # jax.jit(fn) as `lower` traced it: jax's caches hit
+
+        def run(f, flat):
+            call_args = jax.tree_util.tree_unflatten(program.in_tree, runtime.to_device(flat))[0]
+            return [np.asarray(x) for x in jax.tree_util.tree_leaves(f(*call_args))]
+
         flat = runtime.random_inputs(program.in_specs, CACHE_CHECK_SEED)
-        call_args = jax.tree_util.tree_unflatten(program.in_tree, runtime.to_device(flat))[0]
-        got = [np.asarray(x) for x in jax.tree_util.tree_leaves(call(*call_args))]
-        # jax.jit(fn) as `lower` traced it (keep_unused changes no output): jax's caches hit
-        want = [np.asarray(x) for x in jax.tree_util.tree_leaves(jax.jit(fn, keep_unused=True)(*call_args))]
+        want = run(reference_fn, flat)
+        if not all_finite(want):  # the search's verifier redraws such sets too (shlo_env.verify)
+            redrawn = finite_redraw(program.in_specs, CACHE_CHECK_SEED, lambda _scale, a: run(reference_fn, a))
+            if redrawn is not None:
+                flat, want = redrawn
+        got = run(call, flat)
         tier = Numerics.parse(entry.numerics)
         cmp = verify([got], [want], tier)
         ref = runtime.reference_outputs(program, flat) if not cmp.ok else None

@@ -19,8 +19,8 @@ of the original per try). If none is, the N(0,1) set stays. The scales are a dec
 at half scale the original can still sit on the edge of overflow, where a rewrite that
 rounds differently overflows first (the Kalman filter's all-sites `small_dot_to_reduce`).
 The `Verifier` is the one place that decides the sets: the evaluator times on its set 0, and
-`optimize` checks the winner on it. (`optimize`'s check of a cached result still uses an
-N(0,1) set: on such programs it can fail, and then the search runs again.)
+`optimize` checks the winner on it; `optimize`'s check of a cached result redraws its one
+random set the same way (`finite_redraw`).
 
 The search's `Evaluator` and `Env.is_equivalent` use a `Verifier`. `optimize`'s in-process
 checks and `shlo_env.testing` (a pattern author's property tests, on the reference interpreter
@@ -63,6 +63,18 @@ def escalate(outputs: Sequence[Outputs], originals: Sequence[Outputs], claimed: 
     if not cmp.ok and not exact:
         cmp = verify(outputs, originals, claimed, references(), sensitivities())
     return cmp
+
+
+def finite_redraw(specs, seed: int, run: Callable[[float, list[np.ndarray]], Outputs]
+                  ) -> tuple[list[np.ndarray], Outputs] | None:
+    """The random set of `seed` redrawn at each of `RETRY_SCALES` until `run(scale, arrays)`
+    (the original's outputs on it) is all finite: (arrays, outputs), or None if no scale is."""
+    for scale in RETRY_SCALES:
+        arrays = runtime.random_inputs(specs, seed, scale)
+        outputs = run(scale, arrays)
+        if all_finite(outputs):
+            return arrays, outputs
+    return None
 
 
 class Verifier:
@@ -127,17 +139,21 @@ class Verifier:
         return self._originals
 
     def _redraw(self, i: int, outputs: Outputs) -> Outputs:
-        """Replace random set i by the first rescaled draw (`RETRY_SCALES`) on which the
-        original is finite (module docstring); return the original's outputs on the set kept."""
+        """Replace random set i by the first rescaled draw on which the original is finite
+        (`finite_redraw`); return the original's outputs on the set kept."""
         seed = self.seed + i - self._first_random  # the seed `runtime.input_sets` drew it with
-        for scale in RETRY_SCALES:
+
+        def run(scale: float, arrays: list[np.ndarray]) -> Outputs:
             key = f"{self._prefix}/set{i}x{scale}"
-            arrays = runtime.random_inputs(self.original.in_specs, seed, scale)
             self.runner.set_inputs(key, arrays)
-            scaled = self._run_original(key)
-            if all_finite(scaled):
-                self._sets[i], self._keys[i] = arrays, key
-                return scaled
+            self._keys[i] = key
+            return self._run_original(key)
+
+        redrawn = finite_redraw(self.original.in_specs, seed, run)
+        if redrawn is None:
+            self._keys[i] = f"{self._prefix}/set{i}"
+            return outputs
+        self._sets[i], outputs = redrawn
         return outputs
 
     def references(self) -> list:
