@@ -93,6 +93,39 @@ def test_mcts_first_simulation_takes_the_hottest_single(hot_program):
     assert [ev.applied for ev in evaluated] == [("transpose_of_dot",)]
 
 
+def three_sites(x, y):
+    """div_by_power_of_two at three sites; transpose_of_dot at one."""
+    return x / 2.0, (x * 3.0) / 4.0, (y @ y).T / 8.0
+
+
+def test_sweeps_take_one_rewrite_at_every_site_hottest_first():
+    from shlo_env.search.base import Dim, sweep_vectors
+
+    dims = [Dim("rewrite", ("original", "a", "b"), 0), Dim("rewrite", ("original", "a"), 1),
+            Dim("rewrite", ("original", "b"), 2), Dim("rewrite", ("original", "c"), 3),
+            Dim("pass", ("keep", "disable p"), 0)]
+    assert list(sweep_vectors(dims)) == [[1, 1, 0, 0, 0], [2, 0, 1, 0, 0]]  # "c" has one site: a single
+    assert list(sweep_vectors(dims, [0.0, 0.0, 5.0, 0.0, 0.0]))[0] == [2, 0, 1, 0, 0]
+
+
+def test_beam_children_include_a_sweep_of_all_sites():
+    program = se.lower(three_sites, *[RNG.standard_normal(s).astype(np.float32) for s in [(64,), (32, 32)]])
+    ctx, _ = make_ctx(program, patterns=PATTERNS)
+    exp = ctx.expand(ctx.root)
+    vecs = list(itertools.islice(Beam().child_vectors(exp, ctx), 4))
+    sweep = [labels_of(exp, v) for v in vecs if labels_of(exp, v) == ["div_by_power_of_two"] * 3]
+    assert sweep, [labels_of(exp, v) for v in vecs]
+
+
+def test_mcts_seeds_include_the_hottest_sweep():
+    program = se.lower(three_sites, *[RNG.standard_normal(s).astype(np.float32) for s in [(64,), (32, 32)]])
+    ctx, _ = make_ctx(program, patterns=PATTERNS)
+    mcts = FactorizedMCTS(seed_hot=1, seed_sweeps=1, seed_pick_first=False)
+    root = mcts._node(ctx, ctx.root, 0.0)
+    seeds = [labels_of(root.exp, v) for v, _ in mcts.seeds(ctx, root)]
+    assert seeds == [["transpose_of_dot"], ["div_by_power_of_two"] * 3]
+
+
 # --- the option screen ---------------------------------------------------------------------------
 
 def test_priority_names_real_cpu_option_tokens():

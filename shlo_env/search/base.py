@@ -117,6 +117,31 @@ def one_hot_vectors(dims: Sequence[Dim], order: Sequence[int] | None = None) -> 
             yield vec
 
 
+def sweep_vectors(dims: Sequence[Dim], weights: Sequence[float] | None = None) -> Iterator[list[int]]:
+    """One vector per rewrite label offered at two or more sites: that rewrite taken at every
+    site offering it. A rewrite that pays a little at each of many sites (a pattern inside an
+    unrolled loop body, one per copy) is worth trying whole, since each single alone stays
+    within noise. Ordered by the summed `weights` of their sites (hottest first; program order
+    of the first site when None)."""
+    sites: dict[str, list[tuple[int, int]]] = {}
+    for i, d in enumerate(dims):
+        if d.kind != "rewrite":
+            continue
+        seen: set[str] = set()
+        for k, label in enumerate(d.labels[1:], 1):
+            if label not in seen:
+                seen.add(label)
+                sites.setdefault(label, []).append((i, k))
+    labels = [lab for lab, at in sites.items() if len(at) >= 2]
+    if weights is not None:
+        labels.sort(key=lambda lab: -sum(weights[i] for i, _ in sites[lab]))
+    for lab in labels:
+        vec = [0] * len(dims)
+        for i, k in sites[lab]:
+            vec[i] = k
+        yield vec
+
+
 def all_vectors(dims: Sequence[Dim]) -> Iterator[list[int]]:
     """Every decision vector except the stop vector."""
     for vec in itertools.product(*[range(d.num_choices) for d in dims]):
@@ -276,6 +301,11 @@ class SearchContext:
     def singles(self, exp: Expansion) -> Iterator[list[int]]:
         """Each single choice alone: hottest sites first when `hot_first`, else in program order."""
         return one_hot_vectors(exp.dims, site_heat.hot_order(self.heat(exp)) if self.hot_first else None)
+
+    def sweeps(self, exp: Expansion) -> Iterator[list[int]]:
+        """Each rewrite taken at all its sites at once (`sweep_vectors`): hottest first when
+        `hot_first`, else in program order."""
+        return sweep_vectors(exp.dims, self.heat(exp) if self.hot_first else None)
 
     def child(self, exp: Expansion, decisions: Sequence[int]) -> State | None:
         """The state a decision vector leads to (None if the rewrite cannot be applied).

@@ -9,8 +9,9 @@
 
 T is measured side by side with the original, so T(child) >= alpha * T(s) is
 ratio(child) >= alpha * ratio(s). Children of a state are generated in this order: the
-pick-first vector, each single choice alone (rewrites at the hottest sites first, see
-`shlo_env.search.site_heat`; then pass toggles), then seeded random vectors; `expand_budget` caps how many are evaluated per expansion (the paper's expand budget),
+pick-first vector, then single choices alone (rewrites at the hottest sites first, see
+`shlo_env.search.site_heat`; then pass toggles) alternating with sweeps (one rewrite taken at
+all its sites at once, `SearchContext.sweeps`), then seeded random vectors; `expand_budget` caps how many are evaluated per expansion (the paper's expand budget),
 the context's deadline is the global time budget, and `ctx.max_steps` bounds the depth. A state
 reached twice (another path, or a rewrite undone) is expanded once; its evaluation is a cache
 hit. `alpha` slightly above 1 keeps children within measurement noise of their parent, so a
@@ -40,6 +41,13 @@ from shlo_env.search.evaluator import Evaluation
 from shlo_env.search.stepwise import pick_first_chain
 
 
+def interleave(*iterables):
+    """a1, b1, a2, b2, ...: until every iterable is exhausted."""
+    sentinel = object()
+    for group in itertools.zip_longest(*iterables, fillvalue=sentinel):
+        yield from (x for x in group if x is not sentinel)
+
+
 def pruned(child_ratio: float, parent_ratio: float, alpha: float) -> bool:
     """The paper's pruning rule: drop a child with T(child) >= alpha * T(parent)."""
     return child_ratio >= alpha * parent_ratio
@@ -64,7 +72,7 @@ class Beam(Strategy):
     def child_vectors(self, exp: Expansion, ctx: SearchContext):
         seen = set()
         first = pick_first_vector(exp.dims)
-        gen = itertools.chain([first], ctx.singles(exp),
+        gen = itertools.chain([first], interleave(ctx.singles(exp), ctx.sweeps(exp)),
                               (random_vector(exp.dims, ctx.rng, self.pass_prob) for _ in range(4 * self.expand_budget)))
         for vec in gen:
             t = tuple(vec)

@@ -26,7 +26,8 @@ lowest value seen. The returned result is the best verified state evaluated anyw
 
 Two additions to the paper, on by default. `seed_hot` (with `hot_first`): the first simulations
 take the single rewrite at each of the `seed_hot` hottest sites (`SearchContext.singles`, ordered by
-`shlo_env.search.site_heat`), valued without a rollout, so a small budget is spent where the
+`shlo_env.search.site_heat`), then the `seed_sweeps` hottest sweeps (one rewrite at all its
+sites, `SearchContext.sweeps`), valued without a rollout, so a small budget is spent where the
 time is instead of on a random joint action of dozens of dimensions. `seed_pick_first`: the
 next simulation takes the pick-first action and rolls out with pick-first, so f-MCTS starts
 from the paper's baseline heuristic instead of having to rediscover it by chance in a large
@@ -121,9 +122,9 @@ class FactorizedMCTS(Strategy):
 
     def __init__(self, budget: int = 32, decay: float = 0.5, min_budget: int = 4, rollout_depth: int = 1,
                  c1: float = C1, c2: float = C2, pass_prob: float = 0.1, seed_pick_first: bool = True,
-                 seed_hot: int = 3, **aim):
+                 seed_hot: int = 3, seed_sweeps: int = 2, **aim):
         super().__init__(**aim)
-        self.seed_hot = seed_hot
+        self.seed_hot, self.seed_sweeps = seed_hot, seed_sweeps
         self.budget, self.decay, self.min_budget = budget, decay, min_budget
         self.rollout_depth = rollout_depth
         self.c1, self.c2 = c1, c2
@@ -222,9 +223,11 @@ class FactorizedMCTS(Strategy):
     # --- the search -----------------------------------------------------------------------
 
     def seeds(self, ctx: SearchContext, root: Node) -> list[tuple[list[int], str]]:
-        """The forced first simulations (vector, rollout policy): hot singles, then pick-first."""
+        """The forced first simulations (vector, rollout policy): hot singles, the hottest sweeps,
+        then pick-first."""
         hot = self.seed_hot if self.hot_first else 0
         out = [(vec, "none") for vec in itertools.islice(ctx.singles(root.exp), hot)]
+        out += [(vec, "none") for vec in itertools.islice(ctx.sweeps(root.exp), self.seed_sweeps if hot else 0)]
         first = pick_first_vector(root.exp.dims)
         if self.seed_pick_first and not is_stop(first):
             out.append((first, "pick-first"))
