@@ -123,7 +123,43 @@ def test_mcts_seeds_include_the_hottest_sweep():
     mcts = FactorizedMCTS(seed_hot=1, seed_sweeps=1, seed_pick_first=False)
     root = mcts._node(ctx, ctx.root, 0.0)
     seeds = [labels_of(root.exp, v) for v, _ in mcts.seeds(ctx, root)]
-    assert seeds == [["transpose_of_dot"], ["div_by_power_of_two"] * 3]
+    assert seeds == [["transpose_of_dot"], ["div_by_power_of_two"] * 3]  # a single, then a sweep
+
+
+def test_a_rewrite_that_paid_is_swept_first_at_the_next_step():
+    import dataclasses
+
+    program = se.lower(three_sites, *[RNG.standard_normal(s).astype(np.float32) for s in [(64,), (32, 32)]])
+    ctx, _ = make_ctx(program, patterns=PATTERNS)
+    exp = ctx.expand(ctx.root)
+    single = next(v for v in ctx.singles(exp) if labels_of(exp, v) == ["div_by_power_of_two"])
+    child = ctx.child(exp, single)
+    base = ctx.evaluator.cache[ctx.evaluator.original_key]
+    fake = {child.hash: dataclasses.replace(base, hash=child.hash, ratio=0.5, median_ratio=0.5, confirmed=True)}
+    real = ctx.evaluator.evaluate
+    ctx.evaluator.evaluate = lambda prog, *, passes=(), hash=None, time_it=True: (  # noqa: A006
+        fake.get(hash) or real(prog, passes=passes, hash=hash, time_it=time_it))
+    assert labels_of(exp, next(ctx.sweeps(exp)))[0] == "div_by_power_of_two"  # the only sweep here
+    ctx.evaluate(child)
+    assert ctx.paid == {"div_by_power_of_two": 0.5}
+    ctx.evaluate(ctx.child(exp, next(v for v in ctx.singles(exp) if labels_of(exp, v) == ["transpose_of_dot"])))
+    assert "transpose_of_dot" not in ctx.paid or ctx.paid["transpose_of_dot"] < ctx.threshold
+
+
+def test_mcts_step_cut_short_acts_with_the_best_measured_child():
+    from shlo_env.search.mcts import Node
+
+    program = se.lower(three_sites, *[RNG.standard_normal(s).astype(np.float32) for s in [(64,), (32, 32)]])
+    ctx, _ = make_ctx(program, patterns=PATTERNS)
+    mcts = FactorizedMCTS()
+    root = mcts._node(ctx, ctx.root, 0.0)
+    vecs = list(itertools.islice(ctx.singles(root.exp), 2))
+    for v, value in zip(vecs, (0.1, 0.7)):
+        root.children[tuple(v)] = Node(ctx.child(root.exp, v), root.exp, value)
+    assert mcts.act_best_child(root) == vecs[1]
+    for child in root.children.values():
+        child.value = -1.0  # none beats the root: the paper's rule decides
+    assert mcts.act_best_child(root) == mcts.act(root)
 
 
 # --- the option screen ---------------------------------------------------------------------------

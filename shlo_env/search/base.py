@@ -117,6 +117,13 @@ def one_hot_vectors(dims: Sequence[Dim], order: Sequence[int] | None = None) -> 
             yield vec
 
 
+def interleave(*iterables):
+    """a1, b1, a2, b2, ...: until every iterable is exhausted."""
+    sentinel = object()
+    for group in itertools.zip_longest(*iterables, fillvalue=sentinel):
+        yield from (x for x in group if x is not sentinel)
+
+
 def sweep_vectors(dims: Sequence[Dim], weights: Sequence[float] | None = None) -> Iterator[list[int]]:
     """One vector per rewrite label offered at two or more sites: that rewrite taken at every
     site offering it. A rewrite that pays a little at each of many sites (a pattern inside an
@@ -251,6 +258,11 @@ class SearchContext:
     _expanded: dict = dataclasses.field(default_factory=dict)
     _augmented: dict = dataclasses.field(default_factory=dict)
     _heat: dict = dataclasses.field(default_factory=dict)
+    # Rewrites that paid: label -> the best ratio (child / parent) of a step taking only that
+    # rewrite (at one site or all). A child state offers the same rewrite at new sites (the
+    # copies of an unrolled loop body), so sweeps try these first (see `sweeps`).
+    paid: dict = dataclasses.field(default_factory=dict)
+    _steps: dict = dataclasses.field(default_factory=dict)  # child key -> (parent key, its one label)
     _children: dict = dataclasses.field(default_factory=dict)
     _best: Evaluation | None = None
 
@@ -303,9 +315,16 @@ class SearchContext:
         return one_hot_vectors(exp.dims, site_heat.hot_order(self.heat(exp)) if self.hot_first else None)
 
     def sweeps(self, exp: Expansion) -> Iterator[list[int]]:
-        """Each rewrite taken at all its sites at once (`sweep_vectors`): hottest first when
-        `hot_first`, else in program order."""
-        return sweep_vectors(exp.dims, self.heat(exp) if self.hot_first else None)
+        """Each rewrite taken at all its sites at once (`sweep_vectors`): those that paid at an
+        earlier step first (`paid`, best first), then the hottest when `hot_first`, else in
+        program order."""
+        vecs = list(sweep_vectors(exp.dims, self.heat(exp) if self.hot_first else None))
+
+        def paid(vec: list[int]) -> float:
+            i = next(i for i, c in enumerate(vec) if c)
+            return self.paid.get(exp.dims[i].labels[vec[i]], math.inf)
+
+        return iter(sorted(vecs, key=paid))  # stable: unpaid keep the heat order
 
     def child(self, exp: Expansion, decisions: Sequence[int]) -> State | None:
         """The state a decision vector leads to (None if the rewrite cannot be applied).
@@ -330,6 +349,9 @@ class SearchContext:
         else:
             state = State(exp.state.program, exp.state.hash, passes)
         self._children[key] = state
+        labels = {d.labels[c] for d, c in zip(exp.dims, vec) if c and d.kind == "rewrite"}
+        if len(labels) == 1 and not any(toggles):
+            self._steps.setdefault(state.key, (exp.state.key, labels.pop()))
         return state
 
     # evaluation
@@ -351,8 +373,20 @@ class SearchContext:
                 self.evaluator.confirm(ev)
         if ev.ok and ev.timed and ev.ratio < self.best.ratio:
             self._best = ev
+        self._remember_paid(state, ev)
         self.progress.update(self.evaluator, self.best)
         return ev
+
+    def _remember_paid(self, state: State, ev: Evaluation) -> None:
+        step = self._steps.get(state.key)
+        if step is None or not (ev.ok and ev.timed):
+            return
+        parent_key, label = step
+        parent = self.evaluator.cache.get(parent_key)
+        parent_ratio = parent.ratio if parent is not None and parent.timed else 1.0
+        gain = ev.ratio / parent_ratio
+        if gain < self.threshold:
+            self.paid[label] = min(gain, self.paid.get(label, math.inf))
 
     def cost(self, state: State) -> dict:
         return self.evaluator.cost(state.program, state.passes, hash=state.hash)

@@ -34,18 +34,11 @@ from __future__ import annotations
 import itertools
 
 from shlo_env.search.base import (
-    Expansion, SearchContext, State, Strategy, is_stop, pick_first_vector, random_vector,
+    Expansion, SearchContext, State, Strategy, interleave, is_stop, pick_first_vector, random_vector,
     register_strategy,
 )
 from shlo_env.search.evaluator import Evaluation
 from shlo_env.search.stepwise import pick_first_chain
-
-
-def interleave(*iterables):
-    """a1, b1, a2, b2, ...: until every iterable is exhausted."""
-    sentinel = object()
-    for group in itertools.zip_longest(*iterables, fillvalue=sentinel):
-        yield from (x for x in group if x is not sentinel)
 
 
 def pruned(child_ratio: float, parent_ratio: float, alpha: float) -> bool:

@@ -20,11 +20,15 @@ value is backed up into N and Q of every (node, dimension, chosen choice) on the
 
 After `budget` simulations the search acts: at the root, the most visited choice per dimension
 forms the action; the root moves to that child (keeping its subtree) and the budget for the
-next step is multiplied by `decay` (at least `min_budget`): the budget decays per step. It
+next step is multiplied by `decay` (at least `min_budget`): the budget decays per step. A step
+also acts once it has used `step_share` of the time left when it began, so that a slow program
+(seconds per candidate) still gets a second step, where rewrites that build on the first
+(a pattern inside a loop body the first step unrolled) are found. Such a step acts with the
+joint action whose state measured best (`act_best_child`), since its visit counts say little. It
 stops at a stop action, a terminal state, or `ctx.max_steps` steps. Failed candidates get the
 lowest value seen. The returned result is the best verified state evaluated anywhere.
 
-Two additions to the paper, on by default. `seed_hot` (with `hot_first`): the first simulations
+Two additions to the paper, on by default. `seed_hot` (with `hot_first`): the first simulations of each step
 take the single rewrite at each of the `seed_hot` hottest sites (`SearchContext.singles`, ordered by
 `shlo_env.search.site_heat`), then the `seed_sweeps` hottest sweeps (one rewrite at all its
 sites, `SearchContext.sweeps`), valued without a rollout, so a small budget is spent where the
@@ -39,12 +43,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 import math
 
 import numpy as np
 
 from shlo_env.search.base import (
-    Expansion, SearchContext, State, Strategy, is_stop, pick_first_vector, random_vector, register_strategy,
+    Expansion, SearchContext, State, Strategy, interleave, is_stop, pick_first_vector, random_vector, register_strategy,
 )
 from shlo_env.search.evaluator import Evaluation
 
@@ -122,8 +127,9 @@ class FactorizedMCTS(Strategy):
 
     def __init__(self, budget: int = 32, decay: float = 0.5, min_budget: int = 4, rollout_depth: int = 1,
                  c1: float = C1, c2: float = C2, pass_prob: float = 0.1, seed_pick_first: bool = True,
-                 seed_hot: int = 3, seed_sweeps: int = 2, **aim):
+                 seed_hot: int = 3, seed_sweeps: int = 2, step_share: float = 0.5, **aim):
         super().__init__(**aim)
+        self.step_share = step_share
         self.seed_hot, self.seed_sweeps = seed_hot, seed_sweeps
         self.budget, self.decay, self.min_budget = budget, decay, min_budget
         self.rollout_depth = rollout_depth
@@ -220,14 +226,24 @@ class FactorizedMCTS(Strategy):
             vec.append(int(order[-1]))
         return vec
 
+    def act_best_child(self, node: Node) -> list[int]:
+        """After a step cut short by time (a few simulations, about one visit per choice, so
+        the visit counts say little): the simulated joint action whose state measured best,
+        or the paper's rule when none beats the node itself."""
+        if not node.children:
+            return self.act(node)
+        key, child = max(node.children.items(), key=lambda kv: kv[1].value)
+        return list(key) if child.value > node.value else self.act(node)
+
     # --- the search -----------------------------------------------------------------------
 
     def seeds(self, ctx: SearchContext, root: Node) -> list[tuple[list[int], str]]:
-        """The forced first simulations (vector, rollout policy): hot singles, the hottest sweeps,
-        then pick-first."""
+        """The forced first simulations at each step's root (vector, rollout policy): hot singles
+        alternating with the hottest sweeps, then pick-first."""
         hot = self.seed_hot if self.hot_first else 0
-        out = [(vec, "none") for vec in itertools.islice(ctx.singles(root.exp), hot)]
-        out += [(vec, "none") for vec in itertools.islice(ctx.sweeps(root.exp), self.seed_sweeps if hot else 0)]
+        singles = itertools.islice(ctx.singles(root.exp), hot)
+        sweeps = itertools.islice(ctx.sweeps(root.exp), self.seed_sweeps if hot else 0)
+        out = [(vec, "none") for vec in interleave(singles, sweeps)]
         first = pick_first_vector(root.exp.dims)
         if self.seed_pick_first and not is_stop(first):
             out.append((first, "pick-first"))
@@ -245,15 +261,20 @@ class FactorizedMCTS(Strategy):
             if root.terminal or ctx.out_of_time():
                 break
             done = 0
-            while seeds and done < budget and not ctx.out_of_time():
+            step_end = time.perf_counter() + self.step_share * ctx.time_left()
+
+            def go_on() -> bool:
+                return done < budget and not ctx.out_of_time() and (done == 0 or time.perf_counter() < step_end)
+
+            while seeds and go_on():
                 vec, policy = seeds.pop(0)
                 self.simulate(root, ctx, minmax, forced=vec, policy=policy)
                 done += 1
-            while done < budget and not ctx.out_of_time():
+            while go_on():
                 self.simulate(root, ctx, minmax)
                 done += 1
             self.info["budgets"].append(done)
-            vec = self.act(root)
+            vec = self.act(root) if done >= budget else self.act_best_child(root)
             self.info["actions"].append(root.exp.describe(vec))
             if is_stop(vec):
                 break
@@ -266,4 +287,5 @@ class FactorizedMCTS(Strategy):
                     break
                 nxt = root.children[tuple(vec)] = self._node(ctx, child, v)
             root = nxt
+            seeds = self.seeds(ctx, root) if not root.terminal else []  # each step's root gets its own
         return ctx.best
