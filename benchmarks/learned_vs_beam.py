@@ -1,6 +1,6 @@
 """strategy="learned" against beam search at the same budget: final ratio and candidates timed.
 
-    python benchmarks/learned_vs_beam.py [--data data/learned-v2] [--split test] [--start 0]
+    python benchmarks/learned_vs_beam.py [--data data/learned-v3] [--split test] [--start 0]
                                          [--limit 10] [--corpus 0] [--examples [NAME ...]]
                                          [--budget 10] [--json out.json]
 
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from strategies import Found, final_timing, format_table, programs  # noqa: E402
 
 from shlo_env import corpus  # noqa: E402
-from shlo_env.search.runner import optimize_program  # noqa: E402
+from shlo_env.search.runner import SearchOptions, optimize_program  # noqa: E402
 
 STRATEGIES = ("learned", "beam")
 
@@ -49,7 +49,8 @@ def program_list(data: str, split: str, corpus_limit: int, example_names) -> lis
 def compare(uri: str, program, budget: float, runs: int, seed: int, flip: bool) -> dict:
     per, found = {}, {}
     for s in (STRATEGIES[::-1] if flip else STRATEGIES):
-        r = optimize_program(program, strategy=s, budget_s=budget, seed=seed, final_timing=False, cost=False)
+        r = optimize_program(program, SearchOptions(strategy=s, budget_s=budget, seed=seed, final_timing=False,
+                                                    cost=False))
         if r.status != "ok":
             print(f"  {uri} {s}: failed ({r.error})", file=sys.stderr)
             continue
@@ -80,7 +81,7 @@ def table(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="data/learned-v2")
+    ap.add_argument("--data", default="data/learned-v3")
     ap.add_argument("--split", default="test")
     ap.add_argument("--corpus", type=int, default=0, help="also this many corpus programs (smallest first)")
     ap.add_argument("--examples", nargs="*", default=None, help="also these examples (none named: all)")
