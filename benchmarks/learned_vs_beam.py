@@ -36,7 +36,8 @@ STRATEGIES = ("learned", "beam")
 
 def program_list(data: str, split: str, corpus_limit: int, example_names) -> list[tuple]:
     """(name, loader) of every program compared, in order."""
-    uris = [p["uri"] for p in json.loads((Path(data) / f"{split}.json").read_text())["programs"]]
+    uris = ([] if split == "none" else
+            [p["uri"] for p in json.loads((Path(data) / f"{split}.json").read_text())["programs"]])
     out = [(uri, lambda uri=uri: corpus.load(uri)) for uri in uris]
     if corpus_limit:  # as benchmarks/strategies.py picks them: smallest first
         entries = sorted(corpus.entries("corpus"), key=lambda e: e.metadata.get("ops_total", 0))
@@ -82,7 +83,7 @@ def table(rows: list[dict]) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="data/learned-v3")
-    ap.add_argument("--split", default="test")
+    ap.add_argument("--split", default="test", help='the split whose sub-graphs are compared ("none": no sub-graphs)')
     ap.add_argument("--corpus", type=int, default=0, help="also this many corpus programs (smallest first)")
     ap.add_argument("--examples", nargs="*", default=None, help="also these examples (none named: all)")
     ap.add_argument("--start", type=int, default=0)

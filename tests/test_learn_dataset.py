@@ -132,7 +132,15 @@ def test_shipped_export_loads(version):
     assert set(p["source"] for p in split.programs).isdisjoint(
         p["source"] for p in dataset.load(data, "train").programs)
     c = split.candidates(0)
-    if version == "learned-v2":  # the label noise is recorded: every program's, and re-times where timed
+    if version == "learned-v3":  # one label per executable, pooled over several rounds; the original's is 1.0
+        a = split.arrays
+        assert np.isfinite(a["prog_noise"]).all()
+        assert np.all(a["cand_ratio"][a["cand_group"] == 0] == 1.0)
+        assert np.all(a["cand_rounds"][a["cand_group"] != 0] >= 2)
+        for p in range(len(split)):
+            c = split.candidates(p)
+            assert all(len(np.unique(c["ratio"][c["group"] == g])) == 1 for g in np.unique(c["group"]))
+    elif version == "learned-v2":  # the label noise is recorded: every program's, and re-times where timed
         assert np.isfinite(split.arrays["prog_noise"]).all()
         timed = ~split.arrays["cand_same_executable"]
         assert np.isfinite(split.arrays["cand_confirm_ratio"][timed]).all()
