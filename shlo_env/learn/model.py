@@ -287,9 +287,11 @@ def load(path=None) -> tuple[dict, tuple, dict]:
 _SHIPPED: tuple | None = None
 
 
-def predicted_scores(g, vectors, model_state: tuple | None = None) -> np.ndarray:
+def predicted_scores(g, vectors, model_state: tuple | None = None, corrected: bool = True) -> np.ndarray:
     """Scores (log runtime, up to a constant) of the augmented graph `g` (`observe.graph`) under
-    each rewrite decision vector; `model_state` = `load(...)`, default the shipped weights."""
+    each rewrite decision vector; `model_state` = `load(...)`, default the shipped weights.
+    `corrected=False`: the readout's analytic part alone (the bytes roofline the correction
+    starts from, the model's prior)."""
     from shlo_env.observe import live_nodes
 
     global _SHIPPED
@@ -298,6 +300,8 @@ def predicted_scores(g, vectors, model_state: tuple | None = None) -> np.ndarray
             _SHIPPED = load()
         model_state = _SHIPPED
     params, norm, _ = model_state
+    if not corrected:
+        params = {**params, "w_r2": jnp.zeros_like(params["w_r2"])}
     n, k = g.num_nodes, len(vectors)
     batch = _batch(
         [g.node_feature_matrix()] * k, [g.node_opcode] * k,

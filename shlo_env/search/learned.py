@@ -11,10 +11,14 @@ What is timed at each step:
 - the `top_k` candidates the model predicts faster than the current state (by
   `min_predicted_gain`), best first;
 - the *probes*, where the model is unsure: the first `probes` of pick-first and the hottest
-  single rewrites (`SearchContext.singles`), unless the model predicts them slower than the state by more than
-  its own error (`unsure`: by default the median |predicted - measured| log ratio
-  on the validation split, recorded in the weights' info; 0.25 when absent). A probe that XLA
-  compiles to an executable already timed (often the original's) costs a compile, no timing.
+  single rewrites (`SearchContext.singles`), unless both the model and its prior (the
+  readout's bytes roofline without the learned correction) predict them slower than the
+  state by more than the model's error (`unsure`: by default the median |predicted -
+  measured| log ratio on the validation split, recorded in the weights' info; 0.25 when
+  absent). Where the correction turns the prior's predicted gain into a loss, the model is
+  extrapolating (shapes unlike its training programs), so the candidate is timed. A probe
+  that XLA compiles to an executable already timed (often the original's) costs a compile,
+  no timing.
 Weights: the ones shipped in the package unless `weights=` names another .npz.
 """
 
@@ -45,6 +49,7 @@ class Learned(CostModel):
         self.unsure = unsure
         self.weights = weights
         self._model: tuple | None = None
+        self._prior: list[float] = []  # the last estimate's prior (uncorrected) ratios, per child
 
     def _state(self) -> tuple:
         if self._model is None:
@@ -73,20 +78,24 @@ class Learned(CostModel):
 
     def estimate(self, ctx: SearchContext, exp, children: list) -> tuple[float, list[float]]:
         vectors = [[0] * exp.num_rewrites] + [list(vec[:exp.num_rewrites]) for vec, _ in children]
-        s = model.predicted_scores(observe.graph(exp.augmented, uids=False), vectors, self._state())
+        g = observe.graph(exp.augmented, uids=False)
+        s = model.predicted_scores(g, vectors, self._state())
         est = np.exp(s - s[0])  # relative to the current state: a predicted runtime ratio
+        prior = model.predicted_scores(g, vectors, self._state(), corrected=False)
+        self._prior = [float(e) for e in np.exp(prior - prior[0])[1:]]
         return 1.0, [float(e) for e in est[1:]]
 
     def to_time(self, ctx: SearchContext, exp, children: list, ests: list[float],
                 state_est: float) -> list[tuple[float, State]]:
         chosen = super().to_time(ctx, exp, children, ests, state_est)
-        by_vec = {tuple(vec): (e, child) for (vec, child), e in zip(children, ests)}
+        prior = self._prior if len(self._prior) == len(ests) else ests
+        by_vec = {tuple(vec): (e, p, child) for (vec, child), e, p in zip(children, ests, prior)}
         band = state_est * math.exp(self._unsure())
         picked = {id(c) for _, c in chosen}
         for vec in self._probe_vectors(exp, ctx):
             found = by_vec.get(tuple(vec))
-            if found is not None and found[0] < band and id(found[1]) not in picked:
-                picked.add(id(found[1]))
-                chosen.append(found)
+            if found is not None and min(found[0], found[1]) < band and id(found[2]) not in picked:
+                picked.add(id(found[2]))
+                chosen.append((found[0], found[2]))
                 self.info["probes"] = self.info.get("probes", 0) + 1
         return chosen
