@@ -1,6 +1,6 @@
 """strategy="learned" against beam search at the same budget: final ratio and candidates timed.
 
-    python benchmarks/learned_vs_beam.py [--data data/learned-v2] [--split test] [--start 0]
+    python benchmarks/learned_vs_beam.py [--data data/learned-v3] [--split test] [--start 0]
                                          [--limit 10] [--corpus 0] [--examples [NAME ...]]
                                          [--budget 10] [--json out.json]
 
@@ -29,14 +29,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 from strategies import Found, final_timing, format_table, programs  # noqa: E402
 
 from shlo_env import corpus  # noqa: E402
-from shlo_env.search.runner import optimize_program  # noqa: E402
+from shlo_env.search.runner import SearchOptions, optimize_program  # noqa: E402
 
 STRATEGIES = ("learned", "beam")
 
 
 def program_list(data: str, split: str, corpus_limit: int, example_names) -> list[tuple]:
     """(name, loader) of every program compared, in order."""
-    uris = [p["uri"] for p in json.loads((Path(data) / f"{split}.json").read_text())["programs"]]
+    uris = ([] if split == "none" else
+            [p["uri"] for p in json.loads((Path(data) / f"{split}.json").read_text())["programs"]])
     out = [(uri, lambda uri=uri: corpus.load(uri)) for uri in uris]
     if corpus_limit:  # as benchmarks/strategies.py picks them: smallest first
         entries = sorted(corpus.entries("corpus"), key=lambda e: e.metadata.get("ops_total", 0))
@@ -49,7 +50,8 @@ def program_list(data: str, split: str, corpus_limit: int, example_names) -> lis
 def compare(uri: str, program, budget: float, runs: int, seed: int, flip: bool) -> dict:
     per, found = {}, {}
     for s in (STRATEGIES[::-1] if flip else STRATEGIES):
-        r = optimize_program(program, strategy=s, budget_s=budget, seed=seed, final_timing=False, cost=False)
+        r = optimize_program(program, SearchOptions(strategy=s, budget_s=budget, seed=seed, final_timing=False,
+                                                    cost=False))
         if r.status != "ok":
             print(f"  {uri} {s}: failed ({r.error})", file=sys.stderr)
             continue
@@ -80,8 +82,8 @@ def table(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="data/learned-v2")
-    ap.add_argument("--split", default="test")
+    ap.add_argument("--data", default="data/learned-v3")
+    ap.add_argument("--split", default="test", help='the split whose sub-graphs are compared ("none": no sub-graphs)')
     ap.add_argument("--corpus", type=int, default=0, help="also this many corpus programs (smallest first)")
     ap.add_argument("--examples", nargs="*", default=None, help="also these examples (none named: all)")
     ap.add_argument("--start", type=int, default=0)

@@ -1,6 +1,7 @@
 """The measurement dataset: bounded candidate sets, a resumable build, a split without leakage."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -44,7 +45,7 @@ def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("learn_ds")
     db = tmp / "db.sqlite"
     kw = dict(datasets=["inst-10-20"], db_path=db, max_programs=4, max_candidates=2, runs=3,
-              min_seconds=0.01, max_seconds=120, log=lambda *_: None)
+              min_seconds=0.01, rounds=2, max_seconds=120, log=lambda *_: None)
     first = dataset.build(**kw)
     again = dataset.build(**kw)
     return tmp, db, first, again
@@ -54,7 +55,7 @@ def test_build_measures_and_resumes(built):
     _, _, first, again = built
     assert first["measured"] + first["failed"] > 0
     assert again["measured"] == again["failed"] == 0  # everything was already there
-    assert again["skipped"] == first["measured"] + first["failed"] + first["skipped"]
+    assert again["skipped"] == first["programs"] + first["skipped"]  # whole programs are skipped
 
 
 def test_export_splits_by_source_and_loads_graphs(built):
@@ -79,6 +80,14 @@ def test_export_splits_by_source_and_loads_graphs(built):
     assert np.all(c["ratio"] > 0) and np.all(np.isfinite(c["ratio"]))
     # the stored live mask is what observe.live_nodes says for that decision vector
     assert np.array_equal(c["live"][0], observe.live_nodes(g, c["decisions"][0]))
+    # one label per executable: the original's group is exactly 1.0, every group has one ratio
+    for s in dataset.SPLITS:
+        part = dataset.load(out, s)
+        for p in range(len(part)):
+            c = part.candidates(p)
+            assert np.all(c["ratio"][c["group"] == 0] == 1.0)
+            for grp in np.unique(c["group"]):
+                assert len(np.unique(c["ratio"][c["group"] == grp])) == 1
 
 
 def test_load_rejects_missing_and_unknown(tmp_path):
@@ -102,7 +111,18 @@ def test_eval_reports_model_and_baselines_on_the_same_programs(built):
     assert report["val"] == {"programs": 0}
 
 
-@pytest.mark.parametrize("version", ["learned-v1", "learned-v2"])
+def test_executable_groups_share_a_label_and_the_original_is_group_zero():
+    info = lambda fp: {"strategy_info": json.dumps({"fingerprint": fp, "original_fingerprint": "o"})}  # noqa: E731
+    rows = [info("a"), info("o"), info("b"), info("a"), {"strategy_info": None}, info("o")]
+    assert dataset._executable_groups(rows) == [1, 0, 2, 1, 3, 0]
+
+
+def test_noise_of_is_the_median_deviation_from_one():
+    assert dataset.noise_of([1.0, 1.02, 0.95]) == pytest.approx(0.02)
+    assert math.isnan(dataset.noise_of([]))
+
+
+@pytest.mark.parametrize("version", ["learned-v1", "learned-v2", "learned-v3"])
 def test_shipped_export_loads(version):
     from pathlib import Path
 
@@ -112,7 +132,15 @@ def test_shipped_export_loads(version):
     assert set(p["source"] for p in split.programs).isdisjoint(
         p["source"] for p in dataset.load(data, "train").programs)
     c = split.candidates(0)
-    if version == "learned-v2":  # the label noise is recorded: every program's, and re-times where timed
+    if version == "learned-v3":  # one label per executable, pooled over several rounds; the original's is 1.0
+        a = split.arrays
+        assert np.isfinite(a["prog_noise"]).all()
+        assert np.all(a["cand_ratio"][a["cand_group"] == 0] == 1.0)
+        assert np.all(a["cand_rounds"][a["cand_group"] != 0] >= 2)
+        for p in range(len(split)):
+            c = split.candidates(p)
+            assert all(len(np.unique(c["ratio"][c["group"] == g])) == 1 for g in np.unique(c["group"]))
+    elif version == "learned-v2":  # the label noise is recorded: every program's, and re-times where timed
         assert np.isfinite(split.arrays["prog_noise"]).all()
         timed = ~split.arrays["cand_same_executable"]
         assert np.isfinite(split.arrays["cand_confirm_ratio"][timed]).all()

@@ -101,3 +101,23 @@ def test_label_is_the_geometric_mean_of_two_measurements():
 
     c = {"ratio": np.array([0.81, 1.0, 1.2]), "confirm_ratio": np.array([1.0, np.nan, 1.2])}
     np.testing.assert_allclose(label(c), [0.9, 1.0, 1.2])
+
+
+def test_tie_pairs_are_within_one_program_and_one_executable():
+    b = synthetic_batch(2, seed=0)  # 6 copies per program
+    b.copy_group = np.array([0, 1, 0, 2, 1, -1, 0, 0, 1, 1, 2, 3], np.int32)
+    a, c = model.tie_pairs(b)
+    assert sorted(zip(a.tolist(), c.tolist())) == [(0, 2), (1, 4), (6, 7), (8, 9)]
+
+
+def test_tie_loss_pulls_one_executable_to_one_score():
+    b = synthetic_batch(12, seed=0)
+    b.copy_group = np.arange(b.num_copies, dtype=np.int32) % 6 // 2  # copies 0-1, 2-3, 4-5 of each program tie
+    a, c = model.tie_pairs(b)
+
+    def spread(tie_weight: float) -> float:
+        params, norm, _ = model.train(b, steps=100, lr=1e-2, seed=0, tie_weight=tie_weight)
+        pred = model.predict(params, norm, b)
+        return float(np.mean(np.abs(pred[a] - pred[c])))
+
+    assert spread(10.0) < 0.5 * spread(0.0)

@@ -1,19 +1,21 @@
 """The measurement dataset: (program, decision vector, measured runtime ratio, tier) rows.
 
-    shlo-env dataset build --datasets inst-10-20 --max-programs 20 --max-candidates 8
-    shlo-env dataset export --out data/learned-v2
+    shlo-env dataset build --datasets inst-20-40 --max-programs 20 --max-candidates 6
+    shlo-env dataset export --out data/learned-v3
     from shlo_env.learn import dataset
-    ds = dataset.load("data/learned-v2", "train")   # a Split
+    ds = dataset.load("data/learned-v3", "train")   # a Split
     g = ds.graph(0)                                  # shlo_env.observe.Graph of program 0 (augmented)
-    ds.candidates(0)                                 # its rows: decisions, ratio, tier, flops, bytes
+    ds.candidates(0)                                 # its rows: decisions, ratio, group, tier, flops, bytes
 
-Building: each source program is augmented once (default patterns, dry mode); its candidate
+Building: each source program is augmented once (default patterns, dry mode); a pool of its
 decision vectors (every vector when few, else pick-first, each single choice and seeded random
-vectors, at most `max_candidates`) are applied, verified and timed side by side against the
-original by the project's `Evaluator` (same worker, A,B,A,B interleaving), and XLA's cost
-analysis of each candidate is kept as well. Every candidate is one row of the results database's
+vectors) is compiled and grouped by XLA's optimized HLO: one group is one executable, the same
+program to the machine. One vector per group is verified and timed against the original
+`rounds` times, side by side (same worker, A,B,A,B interleaving), and the pooled ratio is the
+label of every vector of the group; the original's group is exactly 1.0. XLA's cost analysis
+of each candidate is kept as well. Every candidate is one row of the results database's
 `measurements` table (strategy "dataset", config_key = hash of the build config and the
-vector), written in its own transaction: a killed build resumes where it stopped.
+vector); a program's rows are written when it is done, so a killed build redoes at most one.
 
 Exporting: rows are grouped by program and split train/val/test by *source* program (the corpus
 program a sub-graph was cut from, or the corpus program itself), hashed, so no program's cuts
@@ -36,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT_VERSION = 2  # 2 adds the label-noise arrays (prog_noise, cand_confirm_ratio, cand_same_executable)
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3  # 2 adds the label-noise arrays; 3 pools labels per executable (cand_group, cand_rounds)
+READABLE_VERSIONS = (1, 2, 3)
 STRATEGY = "dataset"
 SPLITS = ("train", "val", "test")
 DEFAULT_FRACTIONS = (0.6, 0.2, 0.2)
@@ -106,31 +108,41 @@ def _row_key(config: dict, decisions: Sequence[int]) -> str:
 
 def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLike = "results/shlo_env.sqlite",
           max_programs: int = 20, max_candidates: int = 8, max_seconds: float = 600.0, seed: int = 0,
-          runs: int = 10, min_seconds: float = 0.05, confirm: bool = True, log=print) -> dict:
+          runs: int = 10, min_seconds: float = 0.05, rounds: int = 4, pool: int = 3, ties: int = 2,
+          log=print) -> dict:
     """Measure candidates into the results database; returns counts. Bounded by `max_programs`
-    per dataset, `max_candidates` per program and `max_seconds` overall; resumes (rows already
-    there are skipped).
+    per dataset, `max_candidates` distinct executables per program and `max_seconds` overall;
+    resumes (a program with rows of this config is skipped; one cut off mid-way is redone).
 
-    Label noise is recorded with every row: `noise` is the program's original timed against
-    itself (median |1 - ratio| of 3 side-by-side timings), and with `confirm` each candidate
-    with its own executable is timed a second, independent time (`confirm_ratio`)."""
+    Per program, `pool` x `max_candidates` decision vectors are compiled to XLA's optimized HLO
+    (`executable_fingerprint`) and grouped by it: vectors in one group are the same program to
+    the machine. Each group other than the original's gets one label, `rounds` independent
+    side-by-side timings (A, B, A, B, ... in one worker request each) pooled by their geometric
+    mean; the original's group is exactly 1.0. Up to `max_candidates` groups are timed (those
+    whose executable differs from the original's first); each verified vector is one row, at
+    most `ties` + 1 per group (the exact ties). The original is also timed against itself
+    `rounds` times: the program's noise (`noise_of`)."""
     from shlo_env import corpus, driver
     from shlo_env.hashing import dag_hash
-    from shlo_env.results_db import ResultsDB, _num, environment, now_iso
+    from shlo_env.results_db import ResultsDB, _j, environment, now_iso
     from shlo_env.search.evaluator import Evaluator
     from shlo_env.timing import SEARCH
     from shlo_env.worker import Worker
 
-    if max_programs < 1:
-        raise DatasetError(f"max_programs must be >= 1, got {max_programs}")
+    if max_programs < 1 or rounds < 1 or pool < 1:
+        raise DatasetError(f"max_programs, rounds and pool must be >= 1, got {max_programs}, {rounds}, {pool}")
     config = {"kind": "dataset", "version": FORMAT_VERSION, "seed": seed, "runs": runs,
-              "min_seconds": min_seconds, "confirm": confirm}
+              "min_seconds": min_seconds, "rounds": rounds, "pool": pool, "ties": ties,
+              "max_candidates": max_candidates}
     deadline = time.monotonic() + max_seconds
-    counts = {"programs": 0, "measured": 0, "skipped": 0, "failed": 0, "stopped_by_time": False}
+    counts = {"programs": 0, "measured": 0, "skipped": 0, "failed": 0, "executables": 0, "stopped_by_time": False}
     env = environment()
+    timing = SEARCH.with_(runs=runs, min_seconds=min_seconds)
     with ResultsDB(db_path) as db, Worker() as worker:
         db.ensure_environment(env)
-        done = db.done_keys(env["env_id"])
+        done = {tuple(r) for r in db.conn.execute(
+            "SELECT DISTINCT dataset, uri, program_hash FROM measurements WHERE strategy=? AND config=? AND env_id=?",
+            (STRATEGY, _j(config), env["env_id"]))}
         for ds in datasets:
             for entry in interleave_sources(corpus.entries(ds))[:max_programs]:
                 if time.monotonic() > deadline:
@@ -138,41 +150,94 @@ def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLi
                     return counts
                 program = corpus.load(entry.uri)
                 h = dag_hash(program)
+                if (ds, entry.uri, h) in done:
+                    counts["skipped"] += 1
+                    continue
                 augmented = driver.augment(program)
                 alts = driver.list_alternatives(augmented)
-                vectors = candidate_vectors([len(a.labels) for a in alts], max_candidates, seed)
-                todo = [v for v in vectors if (ds, entry.uri, h, STRATEGY, _row_key(config, v)) not in done]
-                counts["skipped"] += len(vectors) - len(todo)
-                if not todo:
+                vectors = candidate_vectors([len(a.labels) for a in alts], pool * max_candidates, seed)
+                if not vectors:
                     continue
-                counts["programs"] += 1
                 info = {"name": entry.name, "metadata": {"source": source_of(entry), **entry.metadata}}
-                with Evaluator(program, worker=worker, timing=SEARCH.with_(runs=runs, min_seconds=min_seconds), seed=seed) as ev:
+                rows: list[tuple[list[int], Any, list[float] | None, str, str]] = []  # vec, result, timings, fingerprint, error
+                with Evaluator(program, worker=worker, timing=timing, seed=seed) as ev:
                     cost_o = ev.cost(program)
-                    noise = ev.measure_noise(repeats=3)
-                    for vec in todo:
+                    noise_ratios = [_side_by_side(ev, ev.baseline_text) for _ in range(rounds)]
+                    orig_fp = executable_fingerprint(ev, program)
+                    groups: dict[str, list] = {}
+                    for vec in vectors:
                         if time.monotonic() > deadline:
                             counts["stopped_by_time"] = True
-                            return counts
-                        started = now_iso()
+                            return counts  # nothing of this program written: redone on resume
                         try:
                             cand = driver.apply(augmented, vec)
-                            res = ev.evaluate(cand)
-                            cost = ev.cost(cand)
-                            again = (ev.retime(res) if confirm and res.ok and res.timed
-                                     and not res.same_executable_as else None)
-                            status, error = ("ok", "") if res.ok and res.timed else ("error", res.error or "not timed")
-                        except Exception as e:  # noqa: BLE001  a failed candidate is a row, not a crash
-                            res, cost, again, status, error = None, {}, None, "error", f"{type(e).__name__}: {e}"
+                            fp = executable_fingerprint(ev, cand)
+                        except Exception as e:  # noqa: BLE001  a candidate that fails is a row, not a crash
+                            rows.append((vec, None, None, "", f"{type(e).__name__}: {e}"))
+                            continue
+                        groups.setdefault(fp or f"unknown:{len(groups)}", []).append((vec, cand))
+                    order = sorted(groups, key=lambda g: g == orig_fp)  # executables the rewrites changed first
+                    timed_groups = 0
+                    for fp in order:
+                        if fp != orig_fp and timed_groups >= max_candidates:
+                            continue
+                        timings: list[float] = []
+                        for vec, cand in groups[fp][:ties + 1]:
+                            if time.monotonic() > deadline:
+                                counts["stopped_by_time"] = True
+                                return counts
+                            res = ev.verify_only(cand)
+                            if not res.ok:
+                                rows.append((vec, res, None, fp, res.error or "not verified"))
+                                continue
+                            if fp != orig_fp and not timings:  # the group's one label, timed once per group
+                                timings = [_side_by_side(ev, cand.text()) for _ in range(rounds)]
+                                timed_groups += 1
+                                counts["executables"] += 1
+                            rows.append((vec, res, [1.0] if fp == orig_fp else timings, fp, ""))
+                    started = now_iso()
+                    for vec, res, ratios, fp, error in rows:
+                        cost: dict = ev.cost(res.program) if res is not None and res.ok else {}
+                        status = "ok" if ratios else "error"
                         counts["measured" if status == "ok" else "failed"] += 1
+                        label = math.exp(float(np.mean(np.log(ratios)))) if ratios else None
                         row = _row(ds, entry, h, config, vec, env, res, cost, cost_o, status, error,
                                    len(alts), started, now_iso())
-                        row.update(noise=_num(noise), confirm_ratio=_num(again),
-                                   identical=int(bool(res is not None and res.same_executable_as)))
-                        db.add_measurement(row,
-                                           program={"hash": h, **_program_info(program, info)})
-                log(f"{entry.uri}: {len(todo)} candidates measured ({len(alts)} alternatives)")
+                        row.update(ratio=label, noise=noise_of(noise_ratios), identical=int(fp == orig_fp),
+                                   strategy_info=_j({"fingerprint": fp, "original_fingerprint": orig_fp,
+                                                     "ratios": ratios if fp != orig_fp else [],
+                                                     "noise_ratios": noise_ratios,
+                                                     "load": os.getloadavg()[0]}))
+                        db.add_measurement(row, program={"hash": h, **_program_info(program, info)})
+                counts["programs"] += 1
+                log(f"{entry.uri}: {len(rows)} candidates, {len(groups)} executables "
+                    f"({timed_groups} timed), load {os.getloadavg()[0]:.1f}")
     return counts
+
+
+def executable_fingerprint(ev, program) -> str | None:
+    """xxh3 of XLA's optimized HLO of a program (as `Evaluator` fingerprints executables):
+    two programs with the same fingerprint are one executable, the same program to the machine."""
+    import xxhash
+
+    from shlo_env.runners import CandidateError
+
+    try:
+        return xxhash.xxh3_64_hexdigest((ev.optimized_hlo(program) + "|").encode())
+    except CandidateError:
+        return None
+
+
+def _side_by_side(ev, text: str) -> float:
+    """One interleaved timing (A, B, A, B, ...) of `text` against the original, in one worker
+    request: T(text) / T(original), as the search's `Evaluation.ratio` measures it."""
+    base, cand = ev.worker.time([ev.baseline_text, text], ev.verifier.keys[0], ev.timing, ev.disabled_passes)
+    return float(cand.full / base.full)
+
+
+def noise_of(ratios: Sequence[float]) -> float:
+    """A program's timing noise from its original timed against itself: median |1 - ratio|."""
+    return float(np.median([abs(1.0 - r) for r in ratios])) if len(ratios) else math.nan
 
 
 def _program_info(program, info: dict) -> dict:
@@ -241,7 +306,8 @@ def export(out_dir: str | os.PathLike, *, db_path: str | os.PathLike = "results/
             "node_features", "node_opcode", "node_alt", "node_choice", "edge_src", "edge_dst",
             "cand_program", "cand_decisions", "cand_ratio", "cand_tier", "cand_flops", "cand_bytes",
             "cand_transcendentals", "cand_live", "node_offsets", "edge_offsets", "orig_flops", "orig_bytes",
-            "orig_live", "prog_noise", "cand_confirm_ratio", "cand_same_executable")}
+            "orig_live", "prog_noise", "cand_confirm_ratio", "cand_same_executable", "cand_group",
+            "cand_rounds", "cand_label_sd", "prog_load")}
         meta_programs: list[dict] = []
         n_nodes = n_edges = 0
         for ds, uri, h, source, cands in programs:
@@ -266,10 +332,16 @@ def export(out_dir: str | os.PathLike, *, db_path: str | os.PathLike = "results/
             arrays["orig_bytes"].append(_f(cands[0]["bytes_original"]))
             arrays["orig_live"].append(live_nodes(g))
             arrays["prog_noise"].append(_f(cands[0].get("noise")))
+            arrays["prog_load"].append(_f(max(_info(c).get("load", math.nan) for c in cands)))
+            group_ids = _executable_groups(cands)
             n_nodes += g.num_nodes
             n_edges += g.num_edges
-            for c in cands:
+            for c, group in zip(cands, group_ids):
                 vec = json.loads(c["decisions"])
+                timings = _info(c).get("ratios") or []
+                arrays["cand_group"].append(group)
+                arrays["cand_rounds"].append(len(timings))
+                arrays["cand_label_sd"].append(float(np.std(np.log(timings), ddof=1)) if len(timings) > 1 else math.nan)
                 arrays["cand_program"].append(p)
                 arrays["cand_decisions"].append(",".join(map(str, vec)))
                 arrays["cand_ratio"].append(c["ratio"])
@@ -288,6 +360,25 @@ def export(out_dir: str | os.PathLike, *, db_path: str | os.PathLike = "results/
              "programs": meta_programs}, indent=1))
         summary[split] = {"programs": len(meta_programs), "candidates": len(arrays["cand_ratio"])}
     return summary
+
+
+def _info(row: dict) -> dict:
+    return json.loads(row.get("strategy_info") or "{}")
+
+
+def _executable_groups(cands: list[dict]) -> list[int]:
+    """Per row, its executable group within the program: 0 is the original's executable, then
+    1, 2, ... in order of first appearance (rows without a fingerprint, version 2, get their own)."""
+    ids: dict[str, int] = {}
+    out = []
+    for i, c in enumerate(cands):
+        info = _info(c)
+        fp = info.get("fingerprint")
+        if fp is not None and fp == info.get("original_fingerprint"):
+            out.append(0)
+            continue
+        out.append(ids.setdefault(fp if fp is not None else f"row{i}", len(ids) + 1))
+    return out
 
 
 def _f(x) -> float:
@@ -315,6 +406,10 @@ def _stack(a: dict[str, list]) -> dict[str, Any]:
         "prog_noise": np.asarray(a["prog_noise"], np.float64),
         "cand_confirm_ratio": np.asarray(a["cand_confirm_ratio"], np.float64),
         "cand_same_executable": np.asarray(a["cand_same_executable"], bool),
+        "cand_group": np.asarray(a["cand_group"], np.int32),
+        "cand_rounds": np.asarray(a["cand_rounds"], np.int32),
+        "cand_label_sd": np.asarray(a["cand_label_sd"], np.float64),
+        "prog_load": np.asarray(a["prog_load"], np.float64),
     }
 
 
@@ -351,7 +446,8 @@ class Split:
                 "flops": a["cand_flops"][idx], "bytes": a["cand_bytes"][idx],
                 "transcendentals": a["cand_transcendentals"][idx], "live": live,
                 "confirm_ratio": a["cand_confirm_ratio"][idx] if "cand_confirm_ratio" in a else np.full(len(idx), np.nan),
-                "noise": np.full(len(idx), a["prog_noise"][p] if "prog_noise" in a else np.nan)}
+                "noise": np.full(len(idx), a["prog_noise"][p] if "prog_noise" in a else np.nan),
+                "group": a["cand_group"][idx] if "cand_group" in a else -1 - np.arange(len(idx))}
 
     def graph(self, p: int):
         """The `shlo_env.observe.Graph` of program p's augmented program (recomputed from its URI)."""

@@ -13,13 +13,15 @@ def add_arguments(p) -> None:
     b.add_argument("--datasets", nargs="+", default=["inst-10-20"], help="corpus datasets to draw programs from")
     b.add_argument("--db", default="results/shlo_env.sqlite")
     b.add_argument("--max-programs", type=int, default=20, help="programs per dataset (the first N)")
-    b.add_argument("--max-candidates", type=int, default=8, help="decision vectors per program")
+    b.add_argument("--max-candidates", type=int, default=8, help="distinct executables timed per program")
     b.add_argument("--max-seconds", type=float, default=600.0, help="stop (resumably) after this long")
     b.add_argument("--runs", type=int, default=10, help="timed runs per side-by-side measurement")
     b.add_argument("--min-seconds", type=float, default=0.05, help="minimum timing time per candidate")
     b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--no-confirm", dest="confirm", action="store_false",
-                   help="skip the second timing of each candidate (label noise then comes from --runs only)")
+    b.add_argument("--rounds", type=int, default=4, help="side-by-side timings pooled into each executable's label")
+    b.add_argument("--pool", type=int, default=3,
+                   help="vectors compiled per program, as a multiple of --max-candidates (grouped by executable)")
+    b.add_argument("--ties", type=int, default=2, help="extra vectors kept per executable (exact ties, not timed)")
     e = sub.add_parser("export", help="write <split>.npz + <split>.json, split by source program")
     e.add_argument("--db", default="results/shlo_env.sqlite")
     e.add_argument("--out", required=True)
@@ -33,7 +35,7 @@ def run(args) -> int:
             out = dataset.build(datasets=args.datasets, db_path=args.db, max_programs=args.max_programs,
                                 max_candidates=args.max_candidates, max_seconds=args.max_seconds,
                                 runs=args.runs, min_seconds=args.min_seconds, seed=args.seed,
-                                confirm=args.confirm)
+                                rounds=args.rounds, pool=args.pool, ties=args.ties)
         else:
             out = dataset.export(args.out, db_path=args.db, fractions=args.fractions)
     except dataset.DatasetError as e:

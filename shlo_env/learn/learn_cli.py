@@ -20,6 +20,10 @@ def add_arguments(p) -> None:
     t.add_argument("--lr", type=float, default=3e-3)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--weight-decay", type=float, default=1e-3)
+    t.add_argument("--tie-weight", type=float, default=1.0,
+                   help="weight of the loss that pulls exact ties (one executable) to one score")
+    t.add_argument("--select-on", default="tau_above_noise", choices=["tau_above_noise", "kendall_tau"],
+                   help="the validation metric early stopping keeps the best step of")
     t.add_argument("--no-early-stopping", dest="early_stopping", action="store_false",
                    help="return the last step instead of the one with the best validation tau")
     pol = sub.add_parser("policy", help="train a REINFORCE policy on the gym env; evaluate it, pick-first and "
@@ -90,12 +94,16 @@ def run(args) -> int:
                 kept.append(message)
 
         params, norm, losses = model.train(batch, steps=args.steps, lr=args.lr, seed=args.seed,
-                                           weight_decay=args.weight_decay, val=val, log=log)
+                                           weight_decay=args.weight_decay, tie_weight=args.tie_weight,
+                                           select_on=args.select_on, val=val, log=log)
         info = {"data": str(args.data), "programs": len(train), "candidates": train.num_candidates,
                 "steps": args.steps, "lr": args.lr, "seed": args.seed, "weight_decay": args.weight_decay,
+                "tie_weight": args.tie_weight, "select_on": args.select_on,
                 "early_stopping": kept[-1] if kept else None, "final_loss": losses[-1],
                 "first_loss": losses[0], "train_s": round(time.perf_counter() - started, 1),
                 "format_version": dataset.FORMAT_VERSION}
+        if val is not None:  # how far off the predicted ratios are, for the learned strategy's probes
+            info["val_log_error_median"] = float(np.median(model.log_errors(model.predict(params, norm, val), val)))
         model.save(args.out, params, norm, info)
         print(json.dumps(info, indent=1))
         return 0

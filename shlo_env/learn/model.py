@@ -53,16 +53,23 @@ class Batch:
     copy_program: np.ndarray  # (num_copies,) int32 program of each copy
     copy_ratio: np.ndarray    # (num_copies,) measured ratio (1.0 for the original)
     copy_is_original: np.ndarray  # (num_copies,) bool
+    # (num_copies,) executable group within the program: copies of one group are one executable
+    # to XLA (exact ties; the original is group 0); negative: unknown, a group of its own
+    copy_group: np.ndarray | None = None
+    copy_gap: np.ndarray | None = None  # (num_copies,) the program's noise gap (metrics.noise_gap)
 
 
 def batch_from_split(split, programs=None) -> Batch:
     """Every candidate of the chosen programs (and each program's original) as graph copies;
     the ratios are `dataset.label` (both measurements where there are two)."""
     from shlo_env.learn.dataset import label
+    from shlo_env.learn.metrics import noise_gap
 
     a = split.arrays
     xs, ops, lives, copies, srcs, dsts, cr, co = [], [], [], [], [], [], [], []
     cp: list[int] = []
+    groups: list[int] = []
+    gaps: list[float] = []
     base = 0
     for p in (range(len(split)) if programs is None else programs):
         n0, n1 = int(a["node_offsets"][p]), int(a["node_offsets"][p + 1])
@@ -70,6 +77,8 @@ def batch_from_split(split, programs=None) -> Batch:
         c = split.candidates(p)
         masks = [a["orig_live"][n0:n1]] + list(c["live"])
         ratios = [1.0] + list(label(c))
+        groups += [0] + [int(g) for g in c["group"]]
+        gaps += [noise_gap(float(c["noise"][0]) if len(c["noise"]) else math.nan)] * len(ratios)
         for k, (m, r) in enumerate(zip(masks, ratios)):
             xs.append(a["node_features"][n0:n1])
             ops.append(a["node_opcode"][n0:n1])
@@ -81,7 +90,9 @@ def batch_from_split(split, programs=None) -> Batch:
             cr.append(r)
             co.append(k == 0)
             base += n1 - n0
-    return _batch(xs, ops, lives, copies, srcs, dsts, cp, cr, co)
+    b = _batch(xs, ops, lives, copies, srcs, dsts, cp, cr, co)
+    b.copy_group, b.copy_gap = np.asarray(groups, np.int32), np.asarray(gaps, np.float64)
+    return b
 
 
 def _batch(xs, ops, lives, copies, srcs, dsts, cp, cr, co) -> Batch:
@@ -137,10 +148,32 @@ def ranking_pairs(batch: Batch, min_gap: float = 0.02) -> tuple[np.ndarray, np.n
     return np.asarray(fast, np.int32), np.asarray(slow, np.int32)
 
 
-def pair_loss(params, norm, batch_arrays, num_copies, fast, slow, weight_decay=0.0):
+def tie_pairs(batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+    """(i, j) copy indices, i < j, of one program and one executable group: the same program to
+    XLA, so exact ties (the original and the candidates XLA compiles back to it included)."""
+    a, b = [], []
+    if batch.copy_group is None:
+        return np.zeros(0, np.int32), np.zeros(0, np.int32)
+    for p in np.unique(batch.copy_program):
+        idx = np.nonzero((batch.copy_program == p) & (batch.copy_group >= 0))[0]
+        for x, i in enumerate(idx):
+            for j in idx[x + 1:]:
+                if batch.copy_group[i] == batch.copy_group[j]:
+                    a.append(i)
+                    b.append(j)
+    return np.asarray(a, np.int32), np.asarray(b, np.int32)
+
+
+def pair_loss(params, norm, batch_arrays, num_copies, fast, slow, weight_decay=0.0, tie_a=None, tie_b=None,
+              tie_weight=0.0):
+    """Pairwise logistic loss (faster before slower), plus `tie_weight` x the mean squared score
+    difference of exact ties (one executable), plus weight decay."""
     s = scores(params, norm, *batch_arrays, num_copies)
     decay = sum(jnp.sum(v * v) for k, v in params.items() if k.startswith("w"))
-    return jnp.mean(jax.nn.softplus(s[fast] - s[slow])) + weight_decay * decay  # want s[fast] < s[slow]
+    loss = jnp.mean(jax.nn.softplus(s[fast] - s[slow])) + weight_decay * decay  # want s[fast] < s[slow]
+    if tie_a is not None and tie_a.shape[0]:
+        loss = loss + tie_weight * jnp.mean((s[tie_a] - s[tie_b]) ** 2)
+    return loss
 
 
 def arrays(batch: Batch) -> tuple:
@@ -149,23 +182,31 @@ def arrays(batch: Batch) -> tuple:
 
 
 def ranking_quality(pred: np.ndarray, batch: Batch, min_gap: float = 0.02) -> dict:
-    """Mean per-program Kendall tau and OPA of predictions over the candidates (originals left out)."""
+    """Mean per-program Kendall tau and OPA of predictions over the candidates (originals left
+    out); OPA and tau above noise use each program's noise gap where the batch has it."""
     from shlo_env.learn import metrics
 
     cand = ~batch.copy_is_original
+    progs = np.unique(batch.copy_program)
+    gaps = ([float(batch.copy_gap[batch.copy_program == p][0]) for p in progs] if batch.copy_gap is not None
+            else min_gap)
     return metrics.per_program([(pred[cand & (batch.copy_program == p)], batch.copy_ratio[cand & (batch.copy_program == p)])
-                                for p in np.unique(batch.copy_program)], min_gap)
+                                for p in progs], gaps)
 
 
 def train(batch: Batch, *, steps: int = 300, lr: float = 3e-3, seed: int = 0, min_gap: float = 0.02,
           hidden: int = HIDDEN, layers: int = LAYERS, weight_decay: float = 1e-3, val: Batch | None = None,
-          eval_every: int = 10, log=None) -> tuple[dict, tuple, list[float]]:
-    """Full-batch Adam on the pairwise loss (plus weight decay); returns (params, norm, losses).
+          eval_every: int = 10, tie_weight: float = 0.0, select_on: str = "tau_above_noise",
+          log=None) -> tuple[dict, tuple, list[float]]:
+    """Full-batch Adam on the pairwise loss (plus the tie loss and weight decay); returns
+    (params, norm, losses).
 
-    With `val`, the parameters returned are those of the step with the best validation Kendall
-    tau (checked every `eval_every` steps, step 0 included: the untrained bytes roofline), so
-    training never returns something worse on validation than the analytic start."""
+    With `val`, the parameters returned are those of the step with the best validation
+    `select_on` metric (`ranking_quality`; checked every `eval_every` steps, step 0 included:
+    the untrained bytes roofline), so training never returns something worse on validation
+    than the analytic start."""
     fast, slow = ranking_pairs(batch, min_gap)
+    tie_a, tie_b = (jnp.asarray(x) for x in tie_pairs(batch))
     if len(fast) == 0:
         raise ValueError("no candidate pairs with different measured ratios: nothing to rank")
     mean = batch.x.mean(axis=0)
@@ -183,15 +224,15 @@ def train(batch: Batch, *, steps: int = 300, lr: float = 3e-3, seed: int = 0, mi
 
     def check(t: int) -> None:
         nonlocal best
-        tau = ranking_quality(predict(params, norm, val), val, min_gap)["kendall_tau"] if val is not None else math.nan
+        tau = ranking_quality(predict(params, norm, val), val, min_gap)[select_on] if val is not None else math.nan
         if val is not None and (best is None or tau > best[0]):
             best = (tau, t, params)
         if log and t % 50 == 0:
-            log(f"step {t}: loss {losses[-1] if losses else float('nan'):.4f}" + (f", val tau {tau:.3f}" if val else ""))
+            log(f"step {t}: loss {losses[-1] if losses else float('nan'):.4f}" + (f", val {select_on} {tau:.3f}" if val else ""))
 
     check(0)
     for t in range(1, steps + 1):
-        loss, g = grad(params, norm, arr, batch.num_copies, f, sl, weight_decay)
+        loss, g = grad(params, norm, arr, batch.num_copies, f, sl, weight_decay, tie_a, tie_b, tie_weight)
         m = jax.tree_util.tree_map(lambda a, b: b1 * a + (1 - b1) * b, m, g)
         v = jax.tree_util.tree_map(lambda a, b: b2 * a + (1 - b2) * b * b, v, g)
         params = jax.tree_util.tree_map(
@@ -202,8 +243,16 @@ def train(batch: Batch, *, steps: int = 300, lr: float = 3e-3, seed: int = 0, mi
     if best is not None:
         params = best[2]
         if log:
-            log(f"kept step {best[1]} (val tau {best[0]:.3f})")
+            log(f"kept step {best[1]} (val {select_on} {best[0]:.3f})")
     return params, norm, losses
+
+
+def log_errors(pred: np.ndarray, batch: Batch) -> np.ndarray:
+    """|predicted - measured| log ratio against the program's original, per candidate copy:
+    how far the model's predicted runtime ratios are off (the learned strategy's "unsure" band)."""
+    orig = {int(p): pred[i] for i, p in enumerate(batch.copy_program) if batch.copy_is_original[i]}
+    cand = np.nonzero(~batch.copy_is_original)[0]
+    return np.array([abs(pred[i] - orig[int(batch.copy_program[i])] - math.log(batch.copy_ratio[i])) for i in cand])
 
 
 def predict(params, norm, batch: Batch) -> np.ndarray:
@@ -238,9 +287,11 @@ def load(path=None) -> tuple[dict, tuple, dict]:
 _SHIPPED: tuple | None = None
 
 
-def predicted_scores(g, vectors, model_state: tuple | None = None) -> np.ndarray:
+def predicted_scores(g, vectors, model_state: tuple | None = None, corrected: bool = True) -> np.ndarray:
     """Scores (log runtime, up to a constant) of the augmented graph `g` (`observe.graph`) under
-    each rewrite decision vector; `model_state` = `load(...)`, default the shipped weights."""
+    each rewrite decision vector; `model_state` = `load(...)`, default the shipped weights.
+    `corrected=False`: the readout's analytic part alone (the bytes roofline the correction
+    starts from, the model's prior)."""
     from shlo_env.observe import live_nodes
 
     global _SHIPPED
@@ -249,6 +300,8 @@ def predicted_scores(g, vectors, model_state: tuple | None = None) -> np.ndarray
             _SHIPPED = load()
         model_state = _SHIPPED
     params, norm, _ = model_state
+    if not corrected:
+        params = {**params, "w_r2": jnp.zeros_like(params["w_r2"])}
     n, k = g.num_nodes, len(vectors)
     batch = _batch(
         [g.node_feature_matrix()] * k, [g.node_opcode] * k,

@@ -20,7 +20,7 @@ import math
 
 from shlo_env.roofline import cost_seconds
 from shlo_env.search.base import (
-    SearchContext, Strategy, all_vectors, is_stop, one_hot_vectors, pick_first_vector, random_vector,
+    SearchContext, State, Strategy, all_vectors, is_stop, one_hot_vectors, pick_first_vector, random_vector,
     register_strategy,
 )
 from shlo_env.search.evaluator import Evaluation
@@ -84,6 +84,13 @@ class CostModel(Strategy):
             ests.append(math.inf if ctx.out_of_time() else roofline(ctx.cost(child), machine))
         return roofline(ctx.cost(exp.state), machine), ests
 
+    def to_time(self, ctx: SearchContext, exp, children: list, ests: list[float],
+                state_est: float) -> list[tuple[float, State]]:
+        """(estimate, child) pairs to verify and time, in order: the `top_k` best-ranked that
+        the model predicts faster than the current state by `min_predicted_gain`."""
+        ranked = sorted(zip(ests, (c for _, c in children)), key=lambda r: r[0])
+        return [(e, c) for e, c in ranked if e < state_est * (1 - self.min_predicted_gain)][:self.top_k]
+
     def search(self, ctx: SearchContext) -> Evaluation:
         state, state_ratio = ctx.root, 1.0
         counts: dict = dict(costed=0, timed=0, steps=0, predicted=[])
@@ -102,8 +109,7 @@ class CostModel(Strategy):
                     children.append((vec, child))
             state_est, ests = self.estimate(ctx, exp, children)
             counts["costed"] += len(children)
-            ranked = sorted(zip(ests, (c for _, c in children)), key=lambda r: r[0])
-            promising = [(e, c) for e, c in ranked if e < state_est * (1 - self.min_predicted_gain)][:self.top_k]
+            promising = self.to_time(ctx, exp, children, ests, state_est)
             step_best = None
             for est, child in promising:
                 if ctx.out_of_time():

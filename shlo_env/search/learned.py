@@ -1,44 +1,101 @@
 """Greedy search ranked by the learned cost model (`shlo_env.learn.model`): strategy "learned".
 
-The cost-model strategy's loop (candidates of the current state, rank, time only the `top_k`
-predicted faster, move to the fastest timed one if it beats the state beyond noise), with the
-ranking from the learned graph network instead of XLA's cost analysis: no compile at all to
-rank. The model sees the augmented program and each vector's live nodes, so only rewrite
-decisions are ranked (vectors that disable XLA passes are not offered). Estimates are
-exp(score): their ratio to the current state's is the model's predicted runtime ratio.
+The cost-model strategy's loop (candidates of the current state, rank, time only a few, move to
+the fastest timed one if it beats the state beyond noise), with the ranking from the learned
+graph network instead of XLA's cost analysis: no compile at all to rank. The model sees the
+augmented program and each vector's live nodes, so only rewrite decisions are ranked (vectors
+that disable XLA passes are not offered). Estimates are exp(score): their ratio to the current
+state's is the model's predicted runtime ratio.
+
+What is timed at each step:
+- the `top_k` candidates the model predicts faster than the current state (by
+  `min_predicted_gain`), best first;
+- the *probes*, where the model is unsure: the first `probes` of pick-first and the hottest
+  single rewrites (`SearchContext.singles`), unless both the model and its prior (the
+  readout's bytes roofline without the learned correction) predict them slower than the
+  state by more than the model's error (`unsure`: by default the median |predicted -
+  measured| log ratio on the validation split, recorded in the weights' info; 0.25 when
+  absent). Where the correction turns the prior's predicted gain into a loss, the model is
+  extrapolating (shapes unlike its training programs), so the candidate is timed. A probe
+  that XLA compiles to an executable already timed (often the original's) costs a compile,
+  no timing.
 Weights: the ones shipped in the package unless `weights=` names another .npz.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 
 from shlo_env import observe
 from shlo_env.learn import model
-from shlo_env.search.base import SearchContext, register_strategy
+from shlo_env.search.base import SearchContext, State, pick_first_vector, register_strategy
 from shlo_env.search.cost_model import CostModel
+
+DEFAULT_UNSURE = 0.25  # log-ratio band when the weights do not record their validation error
 
 
 @register_strategy
 class Learned(CostModel):
     name = "learned"
 
-    def __init__(self, top_k: int = 2, max_candidates: int = 24, min_predicted_gain: float = 0.01,
-                 weights=None):
+    def __init__(self, top_k: int = 1, max_candidates: int = 24, min_predicted_gain: float = 0.01,
+                 probes: int = 2, unsure: float | None = None, weights=None):
         super().__init__(top_k=top_k, max_candidates=max_candidates, min_predicted_gain=min_predicted_gain,
                          pass_prob=0.0)
+        self.probes = probes
+        self.unsure = unsure
         self.weights = weights
         self._model: tuple | None = None
+        self._prior: list[float] = []  # the last estimate's prior (uncorrected) ratios, per child
 
-    def candidates(self, exp, ctx: SearchContext):
-        for vec in super().candidates(exp, ctx):
-            if not any(vec[exp.num_rewrites:]):  # the model cannot see disabled XLA passes
-                yield vec
-
-    def estimate(self, ctx: SearchContext, exp, children: list) -> tuple[float, list[float]]:
+    def _state(self) -> tuple:
         if self._model is None:
             self._model = model.load(self.weights)
+        return self._model
+
+    def _unsure(self) -> float:
+        if self.unsure is not None:
+            return self.unsure
+        return float(self._state()[2].get("val_log_error_median", DEFAULT_UNSURE))
+
+    def _probe_vectors(self, exp, ctx: SearchContext) -> list[list[int]]:
+        """The first `probes` of: pick-first, then the single rewrites, hottest first."""
+        singles = (v for v in ctx.singles(exp) if not any(v[exp.num_rewrites:]))
+        return list(itertools.islice(itertools.chain([pick_first_vector(exp.dims)], singles), self.probes))
+
+    def candidates(self, exp, ctx: SearchContext):
+        seen = set()
+        for vec in itertools.chain(self._probe_vectors(exp, ctx), super().candidates(exp, ctx)):
+            if not any(vec) or any(vec[exp.num_rewrites:]) or tuple(vec) in seen:
+                continue  # the stop vector, or a disabled XLA pass: the model cannot see those
+            seen.add(tuple(vec))
+            yield vec
+            if len(seen) >= self.max_candidates:
+                return
+
+    def estimate(self, ctx: SearchContext, exp, children: list) -> tuple[float, list[float]]:
         vectors = [[0] * exp.num_rewrites] + [list(vec[:exp.num_rewrites]) for vec, _ in children]
-        s = model.predicted_scores(observe.graph(exp.augmented, uids=False), vectors, self._model)
+        g = observe.graph(exp.augmented, uids=False)
+        s = model.predicted_scores(g, vectors, self._state())
         est = np.exp(s - s[0])  # relative to the current state: a predicted runtime ratio
+        prior = model.predicted_scores(g, vectors, self._state(), corrected=False)
+        self._prior = [float(e) for e in np.exp(prior - prior[0])[1:]]
         return 1.0, [float(e) for e in est[1:]]
+
+    def to_time(self, ctx: SearchContext, exp, children: list, ests: list[float],
+                state_est: float) -> list[tuple[float, State]]:
+        chosen = super().to_time(ctx, exp, children, ests, state_est)
+        prior = self._prior if len(self._prior) == len(ests) else ests
+        by_vec = {tuple(vec): (e, p, child) for (vec, child), e, p in zip(children, ests, prior)}
+        band = state_est * math.exp(self._unsure())
+        picked = {id(c) for _, c in chosen}
+        for vec in self._probe_vectors(exp, ctx):
+            found = by_vec.get(tuple(vec))
+            if found is not None and min(found[0], found[1]) < band and id(found[2]) not in picked:
+                picked.add(id(found[2]))
+                chosen.append((found[0], found[2]))
+                self.info["probes"] = self.info.get("probes", 0) + 1
+        return chosen

@@ -1,0 +1,38 @@
+"""strategy="learned": the model's top picks, and probes where the model is unsure (modelled timings)."""
+
+from test_search import make_ctx, multi_program  # noqa: F401  (multi_program is a fixture)
+
+from shlo_env.search.learned import Learned
+
+
+class Pessimist(Learned):
+    """The learned strategy with a model that predicts every candidate 20 % slower."""
+
+    def estimate(self, ctx, exp, children):
+        return 1.0, [1.2] * len(children)
+
+
+def test_probes_time_pick_first_and_the_hottest_single_when_the_model_is_unsure(multi_program):  # noqa: F811
+    ctx, worker = make_ctx(multi_program, max_steps=1)
+    lm = Pessimist(unsure=0.5, probes=2)  # 20 % slower is within the model's error: probe
+    best = lm.search(ctx)
+    assert lm.info["probes"] == 2  # pick-first and the hottest single rewrite, nothing else
+    assert ctx.evaluator.stats.timed <= 2
+    assert best.ratio < 0.97  # pick-first takes all three flop-cutting rewrites (modelled time)
+
+
+def test_no_probe_beyond_the_models_error(multi_program):  # noqa: F811
+    ctx, worker = make_ctx(multi_program, max_steps=1)
+    lm = Pessimist(unsure=0.1)  # 20 % slower is beyond the error: trust the model, time nothing
+    best = lm.search(ctx)
+    assert ctx.evaluator.stats.timed == 0 and "probes" not in lm.info
+    assert best.ratio == 1.0
+
+
+def test_probes_come_first_among_the_candidates(multi_program):  # noqa: F811
+    ctx, _ = make_ctx(multi_program)
+    exp = ctx.expand(ctx.root)
+    lm = Learned(probes=2)
+    vecs = list(lm.candidates(exp, ctx))
+    assert vecs[:2] == lm._probe_vectors(exp, ctx) and vecs[0] == [1, 1, 1]
+    assert len({tuple(v) for v in vecs}) == len(vecs) and all(any(v) for v in vecs)
