@@ -76,10 +76,11 @@ def test_a_candidate_whose_verification_hit_the_deadline_counts_until_verified()
     ctx, state = _candidate_ctx()
     worker = DeadlineDuringVerification()
     ev = ctx.evaluator
+    worker.evaluator, worker.original = ev, ev.baseline_text
+    ev.verifier.originals()  # decides the input sets (shlo_env.verify) before the runner changes
     ev.worker = ev.verifier.runner = worker
     for key, arrays in zip(ev.verifier.keys, ev.verifier.sets):
         worker.set_inputs(key, arrays)
-    worker.evaluator, worker.original = ev, ev.baseline_text
     ev.hard_deadline = time.perf_counter() + 60
     first = ev.evaluate(state.program, hash=state.hash, time_it=False)
     assert not first.ok and first.failure == "budget" and ev.untimed() == {"budget": 1}
