@@ -219,9 +219,9 @@ def random_inputs(specs, seed: int, scale: float = 1.0) -> list[np.ndarray]:
             lo, hi = max(info.min, -8), min(info.max, 8)
             out.append(rng.integers(lo, hi + 1, size=shape).astype(dtype))
         elif np.issubdtype(dtype, np.complexfloating):
-            out.append((scale * (rng.standard_normal(shape) + 1j * rng.standard_normal(shape))).astype(dtype))
+            out.append(np.asarray(scale * (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)), dtype=dtype))
         else:
-            out.append((scale * rng.standard_normal(shape)).astype(dtype))
+            out.append(np.asarray(scale * rng.standard_normal(shape), dtype=dtype))  # 0-d stays an array
     return out
 
 

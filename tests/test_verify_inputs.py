@@ -114,3 +114,9 @@ def test_cache_check_redraws_its_set_where_the_original_overflows():
     assert got is not None and got.program is not None
     y = np.linspace(-0.01, 0.01, 64, dtype=np.float32)
     np.testing.assert_allclose(np.asarray(got(y)), np.asarray(_overflowing(y)), rtol=1e-5)
+
+
+def test_scalar_inputs_stay_arrays_at_every_scale():
+    specs = [jax.ShapeDtypeStruct((), t) for t in (jnp.float32, jnp.complex64)]
+    for scale in (1.0, *RETRY_SCALES):
+        assert all(isinstance(a, np.ndarray) and a.shape == () for a in runtime.random_inputs(specs, 0, scale))
