@@ -115,7 +115,7 @@ def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLi
     resumes (a program with rows of this config is skipped; one cut off mid-way is redone).
 
     Per program, `pool` x `max_candidates` decision vectors are compiled to XLA's optimized HLO
-    (`executable_fingerprint`) and grouped by it: vectors in one group are the same program to
+    (`Evaluator.fingerprint`) and grouped by it: vectors in one group are the same program to
     the machine. Each group other than the original's gets one label, `rounds` independent
     side-by-side timings (A, B, A, B, ... in one worker request each) pooled by their geometric
     mean; the original's group is exactly 1.0. Up to `max_candidates` groups are timed (those
@@ -163,7 +163,7 @@ def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLi
                 with Evaluator(program, worker=worker, timing=timing, seed=seed) as ev:
                     cost_o = ev.cost(program)
                     noise_ratios = [_side_by_side(ev, ev.baseline_text) for _ in range(rounds)]
-                    orig_fp = executable_fingerprint(ev, program)
+                    orig_fp = ev.fingerprint(program)
                     groups: dict[str, list] = {}
                     for vec in vectors:
                         if time.monotonic() > deadline:
@@ -171,7 +171,7 @@ def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLi
                             return counts  # nothing of this program written: redone on resume
                         try:
                             cand = driver.apply(augmented, vec)
-                            fp = executable_fingerprint(ev, cand)
+                            fp = ev.fingerprint(cand)
                         except Exception as e:  # noqa: BLE001  a candidate that fails is a row, not a crash
                             rows.append((vec, None, None, "", f"{type(e).__name__}: {e}"))
                             continue
@@ -213,19 +213,6 @@ def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLi
                 log(f"{entry.uri}: {len(rows)} candidates, {len(groups)} executables "
                     f"({timed_groups} timed), load {os.getloadavg()[0]:.1f}")
     return counts
-
-
-def executable_fingerprint(ev, program) -> str | None:
-    """xxh3 of XLA's optimized HLO of a program (as `Evaluator` fingerprints executables):
-    two programs with the same fingerprint are one executable, the same program to the machine."""
-    import xxhash
-
-    from shlo_env.runners import CandidateError
-
-    try:
-        return xxhash.xxh3_64_hexdigest((ev.optimized_hlo(program) + "|").encode())
-    except CandidateError:
-        return None
 
 
 def _side_by_side(ev, text: str) -> float:

@@ -317,12 +317,13 @@ class Evaluator:
         return self.worker.time_each([(self.baseline_text, self.disabled_passes), (text, self._passes(ev.passes))],
                                      self._keys[0], self.timing, timeout_s=self._timeout())
 
-    def _fingerprint(self, program: Program, passes: tuple[str, ...]) -> str | None:
-        """xxh3 of XLA's optimized HLO (canonical text) of a state; None if unavailable."""
+    def fingerprint(self, program: Program, passes: tuple[str, ...] = ()) -> str | None:
+        """xxh3 of XLA's optimized HLO (canonical text) of a state; None if unavailable. Two
+        states with one fingerprint are one executable: the same program to the machine."""
         import xxhash
 
         try:
-            hlo = self.worker.optimized_hlo(program.text(), self._passes(passes), timeout_s=self._timeout())
+            hlo = self.optimized_hlo(program, passes)
         except CandidateError:
             return None
         # XLA options change code generation, not the HLO: the same text is another executable.
@@ -334,10 +335,10 @@ class Evaluator:
         if self.reuse_executables:
             if not self._original_fingerprint_done:
                 self._original_fingerprint_done = True
-                fp = self._fingerprint(self.original, ())
+                fp = self.fingerprint(self.original, ())
                 if fp is not None:
                     self.executables[fp] = self.cache[self.original_key]
-            fingerprint = self._fingerprint(ev.program, ev.passes)
+            fingerprint = self.fingerprint(ev.program, ev.passes)
             same = self.executables.get(fingerprint) if fingerprint is not None else None
             if same is not None and same.timed:
                 self.stats.executable_hits += 1
