@@ -170,11 +170,14 @@ def _match_op(op: ir.Operation, candidates: list[Pattern], broken: set[str],
 def _record(roots: list[ir.Value], members, redirect: dict, stats: AugmentStats, orders: _Orders) -> None:
     original_roots = roots
     roots = [redirect.get(r, r) for r in roots]
-    mapped = [(p, _map_values(m, redirect)) for p, m in members]
+    mapped, captured = members, [_values_in(m, []) for _, m in members]
+    if any(v in redirect for values in captured for v in values):  # a value an earlier op replaced
+        mapped = [(p, _map_values(m, redirect)) for p, m in members]
+        captured = [[redirect.get(v, v) for v in values] for values in captured]
     inputs: list[ir.Value] = []
     seen = set(roots)  # a set: comparing two Values is a call into MLIR
-    for _, m in mapped:
-        for v in _values_in(m, []):
+    for values in captured:
+        for v in values:
             if v not in seen:
                 seen.add(v)
                 inputs.append(v)

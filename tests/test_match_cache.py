@@ -56,6 +56,7 @@ def _facts(ops, i):
         base.related_ops(op, name=op.name), base.related_ops(op, budget=256, after=True),
         [base.ancestors_since(op.operands, f, 4) for f in firsts],
         [base.ancestors_since(op.operands, f) for f in firsts],
+        [base.operand_ancestors_since(op, f, 4) for f in firsts],
         [base.depends_on(v, f) for v in op.operands for f in firsts],
         [base.users(v) for v in op.results], [base.single_use(v) for v in op.results],
         [base.producer(v) for v in op.operands], base.producer_names(op), op.name, base.is_elementwise(op),
@@ -75,6 +76,22 @@ def test_helpers_answer_the_same_with_the_index(program):
             again = [_facts(index.ops, i) for i in range(len(ops))]  # the objects the index holds
     assert cached == direct
     assert again == direct
+
+
+@pytest.mark.parametrize("program", list(_programs()), ids=["stack", "loop"])
+def test_related_ops_stops_at_its_budget_as_mlir_does(program):
+    """Small budgets cut the search off while it gathers users, and at each later level."""
+    def searches(ops):
+        return [base.related_ops(op, up=up, down=down, budget=budget)
+                for op in ops for up, down in ((1, 1), (2, 3), (3, 2)) for budget in (0, 1, 2, 5, 9)]
+
+    with ir_scope():
+        ops = list(driver.walk_ops(program.body))
+        direct = searches(ops)
+        with match_cache.indexed(program.body):
+            cached = searches(ops)
+    assert any(len(found) == 5 for found in direct)  # budgets are reached
+    assert cached == direct
 
 
 def test_index_is_only_active_inside_the_block():

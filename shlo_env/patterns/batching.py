@@ -22,8 +22,8 @@ from jaxlib.mlir import ir
 from shlo_env.patterns import match_cache as mc
 from shlo_env.patterns.base import Match, Numerics, Pattern, register
 from shlo_env.patterns.matching import (
-    ELEMENTWISE, Scalar, ancestors_since, attr_strings, dot_dims, is_elementwise, producer, related_ops,
-    scalar_operand, single_use, splat_value, static_shape,
+    ELEMENTWISE, Scalar, ancestors_since, attr_strings, dot_dims, is_elementwise, operand_ancestors_since,
+    producer, related_ops, scalar_operand, single_use, splat_value, static_shape,
 )
 from shlo_env.tensor_types import element_type_of, tensor_type
 
@@ -118,6 +118,8 @@ class BatchElementwiseChains(Pattern):
             return None
         members = [(op, leaves)]
         cones = [ancestors_since(_leaf_values(leaves), op, MAX_CONE)]  # what each member reads, since op
+        if cones[0] is None:
+            return None
         tries = 0
         for other in related_ops(op, budget=256, name=mc.name(op.operation), after=True):
             if not _is_chain_root(other) or _chain_of(other)[0] != structure:
@@ -128,7 +130,7 @@ class BatchElementwiseChains(Pattern):
             if tries > MAX_TRIES:
                 break
             cone = ancestors_since(_leaf_values(l2), op, MAX_CONE)
-            if cone is None or any(c is None for c in cones):
+            if cone is None:
                 continue
             if any(m.operation in cone for m, _ in members) or any(other.operation in c for c in cones):
                 continue
@@ -195,20 +197,21 @@ class BatchDots(Pattern):
         key = _dot_key(op)
         members = [op]
         cones = [ancestors_since(op.operands, op, MAX_CONE)]  # what each member reads, since op
+        if cones[0] is None:
+            return None
         tries = 0
         for other in related_ops(op, budget=256, name="stablehlo.dot_general", after=True):
             if _dot_key(other) != key:
                 continue
-            other = mc.view(other)
             tries += 1
             if tries > MAX_TRIES:
                 break
-            cone = ancestors_since(mc.operands(other.operation), op, MAX_CONE)
-            if cone is None or any(c is None for c in cones):
+            cone = operand_ancestors_since(other, op, MAX_CONE)
+            if cone is None:
                 continue
-            if any(m.operation in cone for m in members) or any(other.operation in c for c in cones):
+            if any(m.operation in cone for m in members) or any(other in c for c in cones):
                 continue
-            members.append(other)
+            members.append(mc.view(other))
             cones.append(cone)
             if len(members) == MAX_BATCH:
                 break

@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import heapq
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar
 
@@ -53,6 +53,7 @@ class Index:
         self.owner: list[int] = []  # value -> the op defining it; _OUTSIDE for a block argument
         self.arg: list[tuple[int, int]] = []  # value -> (block, argument number) for a block argument
         self.block_args: list[list[int]] = []  # block -> its argument values
+        self._nested: set[int] = set()  # the ops with regions
         # filled on demand:
         self._operands: dict[int, tuple[int, ...]] = {}
         self._users: dict[int, list[int]] = {}  # value -> the op of each use (_OUTSIDE if not indexed)
@@ -61,6 +62,7 @@ class Index:
         self._input_memo: dict[int, list[int]] = {}
         self._ancestries: dict[int, _Ancestry] = {}
         self._successors: dict[int, list[int]] = {}
+        self._arg_users: dict[int, tuple[list[int], list[int]]] = {}  # block -> _argument_users
         self._memo: dict[Hashable, dict[int, Any]] = {}  # tag -> {op number: fact}
         self._value_memo: dict[Hashable, dict[int, Any]] = {}  # tag -> {value number: fact}
         self._add_block(body)
@@ -90,10 +92,13 @@ class Index:
             self.number[op] = n
             self._by_id[id(op)] = n
             self.results.append(tuple(self._add_value(r, n, (_OUTSIDE, 0)) for r in op.results))
-            if name != _ALTERNATIVES:
-                for region in op.regions:
-                    for inner in region.blocks:
-                        self._add_block(inner)
+            regions = op.regions
+            if len(regions):
+                self._nested.add(n)
+                if name != _ALTERNATIVES:
+                    for region in regions:
+                        for inner in region.blocks:
+                            self._add_block(inner)
 
     # --- lookups ---
 
@@ -150,8 +155,10 @@ class Index:
             got = self._views[i] = self.ops[i].opview
         return got
 
-    def _inputs(self, i: int) -> list[int]:
+    def _inputs(self, i: int) -> Sequence[int]:
         """Op i's operands and the operands of the ops directly inside its regions."""
+        if i not in self._nested:
+            return self.operands(i)
         got = self._input_memo.get(i)
         if got is None:
             inner = [self.value(v) for r in self.ops[i].regions for blk in r.blocks
@@ -169,10 +176,17 @@ class Index:
         path runs through ops at later positions, so each defining op's ancestors are found
         nearest first, and the search is kept for the next question about that op.
         """
+        return self._cone(map(self.value_number.get, values), first, limit)
+
+    def operand_ancestors_since(self, j: int, first: int, limit: int) -> OpSet | None:
+        """`ancestors_since` of op j's operands."""
+        return self._cone(self.operands(j), first, limit)
+
+    def _cone(self, numbers: Iterable[int | None], first: int, limit: int) -> OpSet | None:
         block, pos, owner = self.block, self.pos, self.owner
         b, p = block[first], pos[first]
         cone: set[int] = set()
-        for n in map(self.value_number.get, values):
+        for n in numbers:
             if n is None:  # a value the index does not hold is defined in another block
                 continue
             i = owner[n]
@@ -217,15 +231,21 @@ class Index:
 
     def related_ops(self, first: int, up: int, down: int, budget: int, name: str | None,
                     after: bool = False) -> list[ir.Operation]:
-        """`base.related_ops` for an indexed op."""
+        """`base.related_ops` for an indexed op. The block arguments next to an argument
+        (`window`) are kept as one (lo, hi) range: they add no values at a later hop, and the
+        users of a range of arguments are one slice of `_argument_users`."""
         block, owner, arg = self.block, self.owner, self.arg
         b = block[first]
-        frontier: Sequence[int] = self.operands(first)
-        ancestors: list[int] = []
+        frontier: Sequence[int | tuple[int, int]] = self.operands(first)
+        ancestors: list[int | tuple[int, int]] = []
         seen_vals: set[int] = set()
         for hop in range(up):
-            nxt: list[int] = []
+            nxt: list[int | tuple[int, int]] = []
             for v in frontier:
+                if isinstance(v, tuple):
+                    seen_vals.update(self.block_args[b][v[0]:v[1]])
+                    ancestors.append(v)
+                    continue
                 if v in seen_vals:
                     continue
                 seen_vals.add(v)
@@ -235,18 +255,26 @@ class Index:
                     if block[o] == b:
                         nxt.extend(self.operands(o))
                 elif hop == 0 and arg[v][0] == b:
-                    args = self.block_args[b]
                     number = arg[v][1]
-                    lo, hi = max(0, number - budget // 2), min(len(args), number + budget // 2 + 1)
-                    nxt.extend(a for a in args[lo:hi] if a not in seen_vals)
+                    nxt.append((max(0, number - budget // 2), min(len(self.block_args[b]), number + budget // 2 + 1)))
             frontier = nxt
-        ancestors.extend(v for v in frontier if v not in seen_vals)
+        # (a value seen before adds no users below: these need not be left out)
+        ancestors.extend(v for v in frontier if isinstance(v, tuple) or v not in seen_vals)
         # down: the users of the ancestors, then the users of those ops' results, ...; each
         # level is the ops `found` gained in the hop before (found[start:end])
         found: list[int] = []
         visited = {first}
         known_users = self._users
         for v in ancestors if down > 0 else ():
+            if isinstance(v, tuple):
+                flat, offsets = self._argument_users(b)
+                for u in flat[offsets[v[0]]:offsets[v[1]]]:
+                    if u not in visited:
+                        visited.add(u)
+                        found.append(u)
+                        if len(found) >= budget:
+                            return self._selected(first, found, name, after)
+                continue
             us = known_users.get(v)
             for u in us if us is not None else self.users(v):
                 if u not in visited and u != _OUTSIDE and block[u] == b:
@@ -269,6 +297,20 @@ class Index:
                             return self._selected(first, found, name, after)
             start = end
         return self._selected(first, found, name, after)
+
+    def _argument_users(self, b: int) -> tuple[list[int], list[int]]:
+        """(flat, offsets): the users in block b of its arguments k, one per use in use-list
+        order, are flat[offsets[k]:offsets[k + 1]]."""
+        got = self._arg_users.get(b)
+        if got is None:
+            block = self.block
+            flat: list[int] = []
+            offsets = [0]
+            for a in self.block_args[b]:
+                flat.extend(u for u in self.users(a) if u != _OUTSIDE and block[u] == b)
+                offsets.append(len(flat))
+            got = self._arg_users[b] = (flat, offsets)
+        return got
 
     def _successors_of(self, i: int) -> list[int]:
         """The users of op i's results in its block, one per use, in use-list order."""
@@ -337,6 +379,7 @@ def forget_users() -> None:
         _active._users.clear()
         _active._user_ops.clear()
         _active._successors.clear()
+        _active._arg_users.clear()
 
 
 def find(op: ir.Operation) -> tuple[Index, int] | None:

@@ -38,7 +38,7 @@ __all__ = [
     "Scalar", "scalar_operand", "operand_kinds", "operands_through",
     "sink_match", "sink_operands", "hoist_match", "hoist_operands",
     # dependences and regions
-    "attr_strings", "related_ops", "depends_on", "ancestors_since", "captured_values",
+    "attr_strings", "related_ops", "depends_on", "ancestors_since", "operand_ancestors_since", "captured_values",
 ]
 
 
@@ -512,6 +512,15 @@ def ancestors_since(values, first, limit: int = 256) -> AbstractSet | None:
                 for inner in blk.operations:
                     stack.extend(inner.operation.operands)
     return seen
+
+
+def operand_ancestors_since(op, first, limit: int = 256) -> AbstractSet | None:
+    """`ancestors_since(op.operands, first, limit)`; while augment indexes the program, read
+    from the index without making the operands' Python objects (batching asks it very often)."""
+    indexed, other = mc.find(as_operation(first)), mc.find(as_operation(op))
+    if indexed is not None and other is not None:
+        return indexed[0].operand_ancestors_since(other[1], indexed[1], limit)
+    return ancestors_since(as_operation(op).operands, first, limit)
 
 
 # --- regions -----------------------------------------------------------------------------------
