@@ -13,7 +13,7 @@ from jaxlib.mlir import ir
 import shlo_env as se
 from shlo_env import driver
 from shlo_env.import_ import ir_scope
-from shlo_env.patterns import match_cache
+from shlo_env.patterns import batching, match_cache
 from shlo_env.patterns import matching as base
 
 
@@ -211,12 +211,14 @@ def test_declared_operand_preconditions_hold_wherever_a_pattern_matches():
 
 @pytest.mark.parametrize("program", list(_programs()), ids=["stack", "loop"])
 def test_remembered_facts_are_what_mlir_says(program):
-    """static_shape, splat_value, reduce_body and i64s, remembered per op or value while indexed."""
+    """static_shape, splat_value, reduce_body and i64s, remembered per op or value while indexed;
+    batching's attribute keys and element type names, per op and per type."""
     def facts(ops):
         out = []
         for op in ops:
             out.append(([base.static_shape(v) for v in op.operands], [base.splat_value(v) for v in op.operands],
-                        base.reduce_body(op), base.i64s(op, "dimensions") if op.name == "stablehlo.reduce" else None))
+                        base.reduce_body(op), base.i64s(op, "dimensions") if op.name == "stablehlo.reduce" else None,
+                        batching._attr_key(op), [batching._elem_name(v) for v in op.results]))
         return out
 
     with ir_scope():

@@ -39,6 +39,18 @@ def _scalar_key(s: Scalar):
     return ("splat", v, str(s["elem"])) if v is not None else ("value", s["value"])
 
 
+def _attr_key(op) -> tuple:
+    """`op`'s attributes as sorted (name, printed value) pairs (remembered per op)."""
+    op = op.operation
+    return mc.memo(op, "attr_key", lambda: tuple(sorted(attr_strings(op).items())))
+
+
+def _elem_name(value: ir.Value) -> str:
+    """The printed element type of `value` (remembered per type while augment indexes)."""
+    t = value.type
+    return mc.per_key("element type name", t, lambda: str(element_type_of(t)))
+
+
 def _chain(value, leaves: list, budget: list) -> tuple:
     """The structure of the elementwise chain computing `value`: nested (op name, attributes,
     result type, operand structures) down to its leaves, which are appended to `leaves`
@@ -52,10 +64,9 @@ def _chain(value, leaves: list, budget: list) -> tuple:
     if (op is not None and budget[0] > 0 and is_elementwise(op) and single_use(value)
             and all(static_shape(v) for v in op.operands)):
         budget[0] -= 1
-        return (op.operation.name, tuple(sorted(attr_strings(op.operation).items())),
-                str(element_type_of(value)), tuple(_chain(v, leaves, budget) for v in op.operands))
+        return (op.operation.name, _attr_key(op), _elem_name(value), tuple(_chain(v, leaves, budget) for v in op.operands))
     leaves.append(value)
-    return ("leaf", str(element_type_of(value)))
+    return ("leaf", _elem_name(value))
 
 
 def _chain_of(op) -> tuple[tuple, list]:
@@ -69,8 +80,7 @@ def _read_chain(op):
     leaves: list = []
     budget = [MAX_CHAIN_OPS - 1]
     operands = tuple(_chain(v, leaves, budget) for v in op.operands)
-    structure = (op.operation.name, tuple(sorted(attr_strings(op.operation).items())),
-                 str(element_type_of(op.result)), operands)
+    structure = (op.operation.name, _attr_key(op), _elem_name(op.result), operands)
     return structure, leaves
 
 
@@ -179,7 +189,7 @@ def _dot_key(op):
 def _read_dot_key(op):
     d = dot_dims(op)
     return (tuple(map(tuple, d.batch + d.contract)), str(op.operands[0].type), str(op.operands[1].type),
-            str(op.result.type), tuple(sorted(attr_strings(op.operation).items())))
+            str(op.result.type), _attr_key(op))
 
 
 @register

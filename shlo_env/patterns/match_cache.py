@@ -65,6 +65,7 @@ class Index:
         self._arg_users: dict[int, tuple[list[int], list[int]]] = {}  # block -> _argument_users
         self._memo: dict[Hashable, dict[int, Any]] = {}  # tag -> {op number: fact}
         self._value_memo: dict[Hashable, dict[int, Any]] = {}  # tag -> {value number: fact}
+        self._keyed: dict[Hashable, dict[Hashable, Any]] = {}  # tag -> {key: fact} (`per_key`)
         self._add_block(body)
 
     # --- building ---
@@ -499,7 +500,14 @@ def value_memo(value: ir.Value, tag: Hashable, compute: Callable[[], T]) -> T:
     return compute()
 
 
-def _remember(tables: dict[Hashable, dict[int, Any]], tag: Hashable, n: int, compute: Callable[[], T]) -> T:
+def per_key(tag: Hashable, key: Hashable, compute: Callable[[], T]) -> T:
+    """`compute()`, a fact about `key` (an MLIR type or attribute: uniqued, so equal ones are
+    the same fact), remembered under `tag` while augment indexes a program."""
+    ix = _active
+    return compute() if ix is None else _remember(ix._keyed, tag, key, compute)
+
+
+def _remember(tables: dict[Hashable, dict[Any, Any]], tag: Hashable, n: Hashable, compute: Callable[[], T]) -> T:
     table = tables.get(tag)
     if table is None:
         table = tables[tag] = {}

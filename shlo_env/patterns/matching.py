@@ -314,10 +314,13 @@ def scalar_operand(value: ir.Value) -> Scalar | None:
     Only splat constants whose value survives a Python round trip are accepted (NaN payloads,
     for instance, do not).
     """
-    op = producer(value, "stablehlo.broadcast_in_dim")
-    if op is not None and static_shape(op.operands[0]) == ():
-        return Scalar.of(op.operands[0], None, element_type_of(value))
-    if producer(value, "stablehlo.constant") is not None:
+    op = producer(value, "stablehlo.broadcast_in_dim", "stablehlo.constant")
+    if op is None:
+        return None
+    if mc.name(op.operation) == "stablehlo.broadcast_in_dim":
+        if static_shape(op.operands[0]) == ():
+            return Scalar.of(op.operands[0], None, element_type_of(value))
+    else:
         v = splat_value(value)
         if v is not None and not (isinstance(v, float) and math.isnan(v)):
             return Scalar.of(None, v, element_type_of(value))
