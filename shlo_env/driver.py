@@ -226,25 +226,28 @@ def _build_choice(p: Pattern, block: ir.Block, m: Match, num_roots: int) -> str 
             return f"rewrite returned {type(v).__name__}, not a Value"
         if v.type != root.type:
             return f"replacement {i} has type {v.type}, the original {root.type}"
-    built = list(walk_ops(block))
+    top = built = [view.operation for view in block.operations]
     defined: set[ir.Value] = set(args)
+    if any(len(op.regions) for op in top):  # the ops in nested regions, and their blocks' arguments
+        built = list(walk_ops(block))
+        for op in built:
+            for r in op.regions:
+                for b in r.blocks:
+                    defined.update(b.arguments)
     for op in built:
         defined.update(op.results)
-        for r in op.regions:
-            for b in r.blocks:
-                defined.update(b.arguments)
     for op in built:
         for v in op.operands:
             if v not in defined:
                 return f"{op.name} reads a value from outside its region (use values from the Match)"
     if any(v not in defined for v in out):
         return "returned a value from outside its region (use values from the Match)"
-    alt_dialect.yield_(block, out)
+    end = alt_dialect.yield_(block, out)
     if all(v == a for v, a in zip(out, args[:num_roots])):
         return "no-op"
     try:
-        for view in block.operations:
-            view.operation.verify()
+        for op in top + [end]:  # (each verifies the ops nested in it)
+            op.verify()
     except ir.MLIRError as e:
         return f"built invalid IR: {e}"
     return None

@@ -209,16 +209,21 @@ def test_declared_operand_preconditions_hold_wherever_a_pattern_matches():
     assert len(checked) >= 25, sorted(checked)  # the corpus exercises most declarations
 
 
+def _matmul(found):
+    return None if found is None else (found[0], found[1], found[2].operation)
+
+
 @pytest.mark.parametrize("program", list(_programs()), ids=["stack", "loop"])
 def test_remembered_facts_are_what_mlir_says(program):
-    """static_shape, splat_value, reduce_body and i64s, remembered per op or value while indexed;
-    batching's attribute keys and element type names, per op and per type."""
+    """static_shape, splat_value, reduce_body, i64s and matmul_operands, remembered per op or
+    value while indexed; batching's attribute keys and element type names, per op and per type."""
     def facts(ops):
         out = []
         for op in ops:
             out.append(([base.static_shape(v) for v in op.operands], [base.splat_value(v) for v in op.operands],
                         base.reduce_body(op), base.i64s(op, "dimensions") if op.name == "stablehlo.reduce" else None,
-                        batching._attr_key(op), [batching._elem_name(v) for v in op.results]))
+                        batching._attr_key(op), [batching._elem_name(v) for v in op.results],
+                        [_matmul(base.matmul_operands(v)) for v in op.results]))
         return out
 
     with ir_scope():
@@ -227,4 +232,5 @@ def test_remembered_facts_are_what_mlir_says(program):
         with match_cache.indexed(program.body) as index:
             cached, again = facts(index.ops), facts(index.ops)
     assert any(s is not None for r in direct for s in r[1])  # (the stack's softmax has reduces)
+    assert any(m is not None for r in direct for m in r[6])
     assert cached == direct and again == direct

@@ -387,7 +387,9 @@ def find(op: ir.Operation) -> tuple[Index, int] | None:
     """(the active index, `op`'s number) when `op` is an indexed op, else None."""
     ix = _active
     if ix is not None:
-        i = ix.op_number(op)
+        i = ix._by_id.get(id(op))  # (ix.op_number, inlined: asked very often)
+        if i is None:
+            i = ix.number.get(op)
         if i is not None:
             return ix, i
     return None
