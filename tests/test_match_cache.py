@@ -80,10 +80,11 @@ def test_helpers_answer_the_same_with_the_index(program):
 
 @pytest.mark.parametrize("program", list(_programs()), ids=["stack", "loop"])
 def test_related_ops_stops_at_its_budget_as_mlir_does(program):
-    """Small budgets cut the search off while it gathers users, and at each later level."""
+    """Small budgets cut the search off while it gathers users, and at each later level; a
+    search kept from a larger or smaller budget answers only where it may."""
     def searches(ops):
         return [base.related_ops(op, up=up, down=down, budget=budget)
-                for op in ops for up, down in ((1, 1), (2, 3), (3, 2)) for budget in (0, 1, 2, 5, 9)]
+                for op in ops for up, down in ((1, 1), (2, 3), (3, 2)) for budget in (0, 1, 2, 5, 9, 2, 0, 64)]
 
     with ir_scope():
         ops = list(driver.walk_ops(program.body))

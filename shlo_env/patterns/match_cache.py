@@ -63,6 +63,7 @@ class Index:
         self._ancestries: dict[int, _Ancestry] = {}
         self._successors: dict[int, list[int]] = {}
         self._arg_users: dict[int, tuple[list[int], list[int]]] = {}  # block -> _argument_users
+        self._searches: dict[tuple[int, int, int], tuple[list[int], bool, int]] = {}  # related_ops
         self._memo: dict[Hashable, dict[int, Any]] = {}  # tag -> {op number: fact}
         self._value_memo: dict[Hashable, dict[int, Any]] = {}  # tag -> {value number: fact}
         self._keyed: dict[Hashable, dict[Hashable, Any]] = {}  # tag -> {key: fact} (`per_key`)
@@ -232,10 +233,27 @@ class Index:
 
     def related_ops(self, first: int, up: int, down: int, budget: int, name: str | None,
                     after: bool = False) -> list[ir.Operation]:
-        """`base.related_ops` for an indexed op. The block arguments next to an argument
-        (`window`) are kept as one (lo, hi) range: they add no values at a later hop, and the
-        users of a range of arguments are one slice of `_argument_users`."""
+        """`base.related_ops` for an indexed op. The last search from each op is kept: the
+        merging and the batching patterns ask about the same op with budgets 64 and 256, and
+        the ops found within a budget are the first ones found with a larger one, unless the
+        budget sized a window of block arguments."""
+        key = (first, up, down)
+        got = self._searches.get(key)
+        if got is not None:
+            found, windowed, searched = got
+            if budget == searched or (not windowed and (len(found) < max(searched, 1) or budget <= searched)):
+                return self._selected(first, found[:max(budget, 1)], name, after)
+        found, windowed = self._search(first, up, down, budget)
+        self._searches[key] = (found, windowed, budget)
+        return self._selected(first, found, name, after)
+
+    def _search(self, first: int, up: int, down: int, budget: int) -> tuple[list[int], bool]:
+        """(the ops `related_ops` finds, in order, at most max(budget, 1); whether a window of
+        block arguments was searched). The block arguments next to an argument (a window) are
+        kept as one (lo, hi) range: they add no values at a later hop, and the users of a range
+        of arguments are one slice of `_argument_users`."""
         block, owner, arg = self.block, self.owner, self.arg
+        windowed = False
         b = block[first]
         frontier: Sequence[int | tuple[int, int]] = self.operands(first)
         ancestors: list[int | tuple[int, int]] = []
@@ -258,6 +276,7 @@ class Index:
                 elif hop == 0 and arg[v][0] == b:
                     number = arg[v][1]
                     nxt.append((max(0, number - budget // 2), min(len(self.block_args[b]), number + budget // 2 + 1)))
+                    windowed = True
             frontier = nxt
         # (a value seen before adds no users below: these need not be left out)
         ancestors.extend(v for v in frontier if isinstance(v, tuple) or v not in seen_vals)
@@ -274,7 +293,7 @@ class Index:
                         visited.add(u)
                         found.append(u)
                         if len(found) >= budget:
-                            return self._selected(first, found, name, after)
+                            return found, windowed
                 continue
             us = known_users.get(v)
             for u in us if us is not None else self.users(v):
@@ -282,7 +301,7 @@ class Index:
                     visited.add(u)
                     found.append(u)
                     if len(found) >= budget:
-                        return self._selected(first, found, name, after)
+                        return found, windowed
         successors = self._successors
         start = 0
         for _ in range(down - 1):
@@ -295,9 +314,9 @@ class Index:
                         visited.add(w)
                         found.append(w)
                         if len(found) >= budget:
-                            return self._selected(first, found, name, after)
+                            return found, windowed
             start = end
-        return self._selected(first, found, name, after)
+        return found, windowed
 
     def _argument_users(self, b: int) -> tuple[list[int], list[int]]:
         """(flat, offsets): the users in block b of its arguments k, one per use in use-list
@@ -381,6 +400,7 @@ def forget_users() -> None:
         _active._user_ops.clear()
         _active._successors.clear()
         _active._arg_users.clear()
+        _active._searches.clear()
 
 
 def find(op: ir.Operation) -> tuple[Index, int] | None:
