@@ -129,6 +129,20 @@ def test_order_agrees_with_mlir_after_inserts_and_moves():
             assert order.sort(reversed(picks)) == sorted(picks, key=ops.index)
 
 
+def test_order_renumbers_when_a_gap_runs_out():
+    program = se.lower(_stack, np.ones((4, 8), np.float32), _params(1))
+    with ir_scope():
+        block = program.body
+        order = driver._Order(block)
+        anchor = [o.operation for o in block.operations][3]
+        for _ in range(80):  # each halves the gap after `anchor`: floats run out after about 50
+            new = ir.Operation.create("shlo_env.marker", ip=ir.InsertionPoint.after(anchor))
+            order.inserted_after(new, anchor)
+        ops = [o.operation for o in block.operations]
+        assert order.sort(reversed(ops)) == ops
+        assert len(set(order.key.values())) == len(order.key)
+
+
 def _count_calls(fn) -> int:
     """Python function calls made while running fn()."""
     calls = 0
