@@ -19,10 +19,11 @@ import math
 
 from jaxlib.mlir import ir
 
+from shlo_env.ir import attribute_items
 from shlo_env.patterns import match_cache as mc
 from shlo_env.patterns.base import Match, Numerics, Pattern, register
 from shlo_env.patterns.matching import (
-    ELEMENTWISE, Scalar, ancestors_since, attr_strings, dot_dims, is_elementwise, operand_ancestors_since,
+    ELEMENTWISE, Scalar, ancestors_since, dot_dims, is_elementwise, operand_ancestors_since,
     producer, related_ops, scalar_operand, single_use, splat_value, static_shape,
 )
 from shlo_env.tensor_types import element_type_of, tensor_type
@@ -42,7 +43,7 @@ def _scalar_key(s: Scalar):
 def _attr_key(op) -> tuple:
     """`op`'s attributes as sorted (name, printed value) pairs (remembered per op)."""
     op = op.operation
-    return mc.memo(op, "attr_key", lambda: tuple(sorted(attr_strings(op).items())))
+    return mc.memo(op, "attr_key", lambda: tuple(sorted(attribute_items(op))))
 
 
 def _elem_name(value: ir.Value) -> str:
@@ -61,10 +62,12 @@ def _chain(value, leaves: list, budget: list) -> tuple:
         leaves.append(s)
         return ("scalar", _scalar_key(s))
     op = producer(value)
-    if (op is not None and budget[0] > 0 and is_elementwise(op) and single_use(value)
-            and all(static_shape(v) for v in op.operands)):
-        budget[0] -= 1
-        return (op.operation.name, _attr_key(op), _elem_name(value), tuple(_chain(v, leaves, budget) for v in op.operands))
+    if op is not None and budget[0] > 0 and is_elementwise(op) and single_use(value):
+        operands = mc.operands(op.operation)
+        if all(static_shape(v) for v in operands):
+            budget[0] -= 1
+            return (mc.name(op.operation), _attr_key(op), _elem_name(value),
+                    tuple(_chain(v, leaves, budget) for v in operands))
     leaves.append(value)
     return ("leaf", _elem_name(value))
 
