@@ -126,9 +126,10 @@ class Index:
         got = self._users.get(v)
         if got is None:
             got, ops = [], []
+            number = self.number
             for use in self.values[v].uses:
                 user = use.owner.operation
-                n = self.op_number(user)
+                n = number.get(user)  # (a use's owner is a new Python object: looked up by value)
                 got.append(_OUTSIDE if n is None else n)
                 ops.append(user if n is None else self.ops[n])
             self._users[v], self._user_ops[v] = got, ops
@@ -279,7 +280,7 @@ class Index:
                     windowed = True
             frontier = nxt
         # (a value seen before adds no users below: these need not be left out)
-        ancestors.extend(v for v in frontier if isinstance(v, tuple) or v not in seen_vals)
+        ancestors.extend([v for v in frontier if type(v) is tuple or v not in seen_vals])
         # down: the users of the ancestors, then the users of those ops' results, ...; each
         # level is the ops `found` gained in the hop before (found[start:end])
         found: list[int] = []
