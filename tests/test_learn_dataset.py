@@ -122,7 +122,7 @@ def test_noise_of_is_the_median_deviation_from_one():
     assert math.isnan(dataset.noise_of([]))
 
 
-@pytest.mark.parametrize("version", ["learned-v1", "learned-v2", "learned-v3"])
+@pytest.mark.parametrize("version", ["learned-v1", "learned-v2", "learned-v3", "learned-v4"])
 def test_shipped_export_loads(version):
     from pathlib import Path
 
@@ -132,7 +132,7 @@ def test_shipped_export_loads(version):
     assert set(p["source"] for p in split.programs).isdisjoint(
         p["source"] for p in dataset.load(data, "train").programs)
     c = split.candidates(0)
-    if version == "learned-v3":  # one label per executable, pooled over several rounds; the original's is 1.0
+    if version in ("learned-v3", "learned-v4"):  # one label per executable, pooled over several rounds; the original's is 1.0
         a = split.arrays
         assert np.isfinite(a["prog_noise"]).all()
         assert np.all(a["cand_ratio"][a["cand_group"] == 0] == 1.0)

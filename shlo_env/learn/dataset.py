@@ -449,7 +449,8 @@ def merge(out_dir: str | os.PathLike, sources: Sequence[str | os.PathLike]) -> d
         pieces["node_offsets"].append(np.asarray([nodes]))
         pieces["edge_offsets"].append(np.asarray([edges]))
         out.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(out / f"{split}.npz", **{k: np.concatenate(v) for k, v in pieces.items()})
+        joined: dict[str, Any] = {k: np.concatenate(v) for k, v in pieces.items()}
+        np.savez_compressed(out / f"{split}.npz", **joined)
         (out / f"{split}.json").write_text(json.dumps(
             {**parts[0].meta, "programs": programs, "merged_from": [str(s) for s in sources]}, indent=1))
         summary[split] = {"programs": len(programs), "candidates": int(sum(len(v) for v in pieces["cand_ratio"]))}
