@@ -122,7 +122,7 @@ def test_noise_of_is_the_median_deviation_from_one():
     assert math.isnan(dataset.noise_of([]))
 
 
-@pytest.mark.parametrize("version", ["learned-v1", "learned-v2", "learned-v3"])
+@pytest.mark.parametrize("version", ["learned-v1", "learned-v2", "learned-v3", "learned-v4"])
 def test_shipped_export_loads(version):
     from pathlib import Path
 
@@ -132,7 +132,7 @@ def test_shipped_export_loads(version):
     assert set(p["source"] for p in split.programs).isdisjoint(
         p["source"] for p in dataset.load(data, "train").programs)
     c = split.candidates(0)
-    if version == "learned-v3":  # one label per executable, pooled over several rounds; the original's is 1.0
+    if version in ("learned-v3", "learned-v4"):  # one label per executable, pooled over several rounds; the original's is 1.0
         a = split.arrays
         assert np.isfinite(a["prog_noise"]).all()
         assert np.all(a["cand_ratio"][a["cand_group"] == 0] == 1.0)
@@ -146,3 +146,38 @@ def test_shipped_export_loads(version):
         assert np.isfinite(split.arrays["cand_confirm_ratio"][timed]).all()
     else:
         assert np.isnan(c["confirm_ratio"]).all() and np.isnan(c["noise"]).all()
+
+
+
+def test_merge_joins_exports_and_keeps_each_program_once(built, tmp_path):
+    from pathlib import Path
+
+    tmp, db, _, _ = built
+    shipped = Path(__file__).parent.parent / "data" / "learned-v3"
+    odd = tmp / "export_odd_fractions"
+    dataset.export(odd, db_path=db, fractions=(0.34, 0.33, 0.33))
+    with pytest.raises(dataset.DatasetError):  # other split fractions: the splits would disagree
+        dataset.merge(tmp_path / "bad", [shipped, odd])
+    mine = tmp / "export_default"
+    dataset.export(mine, db_path=db)
+    merged = tmp_path / "merged"
+    dataset.merge(merged, [mine, shipped, shipped])  # the repeated export adds nothing
+    for s in dataset.SPLITS:
+        parts = [dataset.load(mine, s), dataset.load(shipped, s)]
+        out = dataset.load(merged, s)
+        uris = [p["uri"] for p in out.programs]
+        assert len(uris) == len(set(uris)) == len({p["uri"] for part in parts for p in part.programs})
+        assert out.num_candidates == sum(p["num_candidates"] for p in out.programs)
+        for q, uri in enumerate(uris):  # each program is the first export's copy of it, intact
+            part = next(x for x in parts if any(p["uri"] == uri for p in x.programs))
+            p = next(i for i, x in enumerate(part.programs) if x["uri"] == uri)
+            c, d = part.candidates(p), out.candidates(q)
+            for k in ("decisions", "ratio", "group", "live", "tier"):
+                assert np.array_equal(c[k], d[k]), (s, uri, k)
+            for k in ("node_features", "node_opcode"):
+                a, b = part.arrays, out.arrays
+                assert np.array_equal(a[k][a["node_offsets"][p]:a["node_offsets"][p + 1]],
+                                      b[k][b["node_offsets"][q]:b["node_offsets"][q + 1]])
+            assert np.array_equal(part.arrays["edge_src"][part.arrays["edge_offsets"][p]:part.arrays["edge_offsets"][p + 1]],
+                                  out.arrays["edge_src"][out.arrays["edge_offsets"][q]:out.arrays["edge_offsets"][q + 1]])
+            assert part.arrays["prog_noise"][p] == out.arrays["prog_noise"][q]

@@ -109,10 +109,12 @@ def _row_key(config: dict, decisions: Sequence[int]) -> str:
 def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLike = "results/shlo_env.sqlite",
           max_programs: int = 20, max_candidates: int = 8, max_seconds: float = 600.0, seed: int = 0,
           runs: int = 10, min_seconds: float = 0.05, rounds: int = 4, pool: int = 3, ties: int = 2,
-          log=print) -> dict:
+          skip_programs: int = 0, log=print) -> dict:
     """Measure candidates into the results database; returns counts. Bounded by `max_programs`
     per dataset, `max_candidates` distinct executables per program and `max_seconds` overall;
     resumes (a program with rows of this config is skipped; one cut off mid-way is redone).
+    `skip_programs`: leave out the first N of each dataset (those an earlier build measured, to
+    grow a dataset with new programs into a new database; `merge` joins the exports).
 
     Per program, `pool` x `max_candidates` decision vectors are compiled to XLA's optimized HLO
     (`Evaluator.fingerprint`) and grouped by it: vectors in one group are the same program to
@@ -129,8 +131,9 @@ def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLi
     from shlo_env.timing import SEARCH
     from shlo_env.worker import Worker
 
-    if max_programs < 1 or rounds < 1 or pool < 1:
-        raise DatasetError(f"max_programs, rounds and pool must be >= 1, got {max_programs}, {rounds}, {pool}")
+    if max_programs < 1 or rounds < 1 or pool < 1 or skip_programs < 0:
+        raise DatasetError(f"max_programs, rounds and pool must be >= 1 and skip_programs >= 0, got "
+                           f"{max_programs}, {rounds}, {pool}, {skip_programs}")
     config = {"kind": "dataset", "version": FORMAT_VERSION, "seed": seed, "runs": runs,
               "min_seconds": min_seconds, "rounds": rounds, "pool": pool, "ties": ties,
               "max_candidates": max_candidates}
@@ -144,7 +147,7 @@ def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLi
             "SELECT DISTINCT dataset, uri, program_hash FROM measurements WHERE strategy=? AND config=? AND env_id=?",
             (STRATEGY, _j(config), env["env_id"]))}
         for ds in datasets:
-            for entry in interleave_sources(corpus.entries(ds))[:max_programs]:
+            for entry in interleave_sources(corpus.entries(ds))[skip_programs:skip_programs + max_programs]:
                 if time.monotonic() > deadline:
                     counts["stopped_by_time"] = True
                     return counts
@@ -398,6 +401,65 @@ def _stack(a: dict[str, list]) -> dict[str, Any]:
         "cand_label_sd": np.asarray(a["cand_label_sd"], np.float64),
         "prog_load": np.asarray(a["prog_load"], np.float64),
     }
+
+
+def merge(out_dir: str | os.PathLike, sources: Sequence[str | os.PathLike]) -> dict:
+    """Join exports (of the same format version and split fractions) into one, per split: a
+    dataset grown by a later build into a new database (`build(skip_programs=...)`). A program
+    (dataset, uri) already taken from an earlier export is left out of later ones."""
+    out = Path(out_dir)
+    if not sources:
+        raise DatasetError("merge needs at least one exported dataset")
+    summary = {}
+    for split in SPLITS:
+        parts = [load(src, split) for src in sources]
+        versions = {p.meta["format_version"] for p in parts}
+        fractions = {tuple(p.meta["fractions"]) for p in parts}
+        if len(versions) > 1 or len(fractions) > 1:
+            raise DatasetError(f"cannot merge exports of format versions {sorted(versions)} and split fractions "
+                               f"{sorted(fractions)}: one of each")
+        seen: set[tuple[str, str]] = set()
+        programs: list[dict] = []
+        pieces: dict[str, list[np.ndarray]] = {}
+        nodes = edges = 0
+        for part in parts:
+            a = part.arrays
+            for p, prog in enumerate(part.programs):
+                if (prog["dataset"], prog["uri"]) in seen:
+                    continue
+                seen.add((prog["dataset"], prog["uri"]))
+                n0, n1 = int(a["node_offsets"][p]), int(a["node_offsets"][p + 1])
+                e0, e1 = int(a["edge_offsets"][p]), int(a["edge_offsets"][p + 1])
+                rows = np.nonzero(a["cand_program"] == p)[0]
+                live0 = sum(int(a["node_offsets"][q + 1] - a["node_offsets"][q]) * part.programs[q]["num_candidates"]
+                            for q in range(p))
+                take = {"node_offsets": np.asarray([nodes]), "edge_offsets": np.asarray([edges]),
+                        "cand_program": np.full(len(rows), len(programs), np.int32),
+                        "cand_live": a["cand_live"][live0: live0 + (n1 - n0) * len(rows)]}
+                for k, v in a.items():
+                    if k in take:
+                        continue
+                    take[k] = (v[n0:n1] if k in _NODE_ARRAYS else v[e0:e1] if k in _EDGE_ARRAYS
+                               else v[p:p + 1] if k in _PROGRAM_ARRAYS else v[rows])
+                for k, v in take.items():
+                    pieces.setdefault(k, []).append(v)
+                programs.append(prog)
+                nodes += n1 - n0
+                edges += e1 - e0
+        pieces["node_offsets"].append(np.asarray([nodes]))
+        pieces["edge_offsets"].append(np.asarray([edges]))
+        out.mkdir(parents=True, exist_ok=True)
+        joined: dict[str, Any] = {k: np.concatenate(v) for k, v in pieces.items()}
+        np.savez_compressed(out / f"{split}.npz", **joined)
+        (out / f"{split}.json").write_text(json.dumps(
+            {**parts[0].meta, "programs": programs, "merged_from": [str(s) for s in sources]}, indent=1))
+        summary[split] = {"programs": len(programs), "candidates": int(sum(len(v) for v in pieces["cand_ratio"]))}
+    return summary
+
+
+_NODE_ARRAYS = ("node_features", "node_opcode", "node_alt", "node_choice", "orig_live")
+_EDGE_ARRAYS = ("edge_src", "edge_dst")
+_PROGRAM_ARRAYS = ("orig_flops", "orig_bytes", "prog_noise", "prog_load")
 
 
 # --- loading ------------------------------------------------------------------------------------

@@ -13,6 +13,8 @@ def add_arguments(p) -> None:
     b.add_argument("--datasets", nargs="+", default=["inst-10-20"], help="corpus datasets to draw programs from")
     b.add_argument("--db", default="results/shlo_env.sqlite")
     b.add_argument("--max-programs", type=int, default=20, help="programs per dataset (the first N)")
+    b.add_argument("--skip-programs", type=int, default=0,
+                   help="leave out the first N programs of each dataset (measured by an earlier build)")
     b.add_argument("--max-candidates", type=int, default=8, help="distinct executables timed per program")
     b.add_argument("--max-seconds", type=float, default=600.0, help="stop (resumably) after this long")
     b.add_argument("--runs", type=int, default=10, help="timed runs per side-by-side measurement")
@@ -27,6 +29,9 @@ def add_arguments(p) -> None:
     e.add_argument("--out", required=True)
     e.add_argument("--fractions", type=float, nargs=3, default=list(dataset.DEFAULT_FRACTIONS),
                    metavar=("TRAIN", "VAL", "TEST"))
+    m = sub.add_parser("merge", help="join exports (a dataset grown by a later build) into one directory")
+    m.add_argument("sources", nargs="+", help="exported dataset directories, earliest first")
+    m.add_argument("--out", required=True)
 
 
 def run(args) -> int:
@@ -35,7 +40,10 @@ def run(args) -> int:
             out = dataset.build(datasets=args.datasets, db_path=args.db, max_programs=args.max_programs,
                                 max_candidates=args.max_candidates, max_seconds=args.max_seconds,
                                 runs=args.runs, min_seconds=args.min_seconds, seed=args.seed,
-                                rounds=args.rounds, pool=args.pool, ties=args.ties)
+                                rounds=args.rounds, pool=args.pool, ties=args.ties,
+                                skip_programs=args.skip_programs)
+        elif args.action == "merge":
+            out = dataset.merge(args.out, args.sources)
         else:
             out = dataset.export(args.out, db_path=args.db, fractions=args.fractions)
     except dataset.DatasetError as e:

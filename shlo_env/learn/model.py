@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -102,6 +103,25 @@ def _batch(xs, ops, lives, copies, srcs, dsts, cp, cr, co) -> Batch:
                  np.asarray(cp, np.int32), np.asarray(cr, np.float64), np.asarray(co, bool))
 
 
+def concat(batches: Sequence[Batch]) -> Batch:
+    """One batch of several (e.g. the train and validation splits): copies, nodes and programs
+    renumbered so that programs of different batches stay apart."""
+    nodes = copies = programs = 0
+    parts: dict[str, list] = {}
+    for b in batches:
+        for name, value in (("x", b.x), ("opcode", b.opcode), ("live", b.live), ("copy", b.copy + copies),
+                            ("src", b.src + nodes), ("dst", b.dst + nodes), ("copy_program", b.copy_program + programs),
+                            ("copy_ratio", b.copy_ratio), ("copy_is_original", b.copy_is_original),
+                            ("copy_group", b.copy_group if b.copy_group is not None else -1 - np.arange(b.num_copies)),
+                            ("copy_gap", b.copy_gap if b.copy_gap is not None else np.full(b.num_copies, np.nan))):
+            parts.setdefault(name, []).append(value)
+        nodes, copies = nodes + len(b.opcode), copies + b.num_copies
+        programs += int(b.copy_program.max()) + 1 if b.num_copies else 0
+    cat = {k: np.concatenate(v) for k, v in parts.items()}
+    return Batch(cat["x"], cat["opcode"], cat["live"], cat["copy"], cat["src"], cat["dst"], copies,
+                 cat["copy_program"], cat["copy_ratio"], cat["copy_is_original"], cat["copy_group"], cat["copy_gap"])
+
+
 def init_params(key, num_features: int, hidden: int = HIDDEN, layers: int = LAYERS) -> dict:
     ks = iter(jax.random.split(key, 4 + 3 * layers))
     glorot = lambda k, i, o: jax.random.normal(k, (i, o)) * math.sqrt(1.0 / i)  # noqa: E731
@@ -134,15 +154,17 @@ def scores(params: dict, norm: tuple, x, opcode, live, copy, src, dst, num_copie
     return jnp.log(jnp.maximum(jax.ops.segment_sum(cost, copy, num_segments=num_copies), 1.0))
 
 
-def ranking_pairs(batch: Batch, min_gap: float = 0.02) -> tuple[np.ndarray, np.ndarray]:
-    """(faster, slower) copy indices: pairs of one program whose log ratios differ by > min_gap."""
+def ranking_pairs(batch: Batch, min_gap: float = 0.02, noise_gaps: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(faster, slower) copy indices: pairs of one program whose log ratios differ by > min_gap
+    (`noise_gaps`: by more than the program's noise gap too, the pairs the metrics count)."""
     fast, slow = [], []
     logr = np.log(batch.copy_ratio)
     for p in np.unique(batch.copy_program):
         idx = np.nonzero(batch.copy_program == p)[0]
+        gap = max(min_gap, float(batch.copy_gap[idx[0]])) if noise_gaps and batch.copy_gap is not None else min_gap
         for i in idx:
             for j in idx:
-                if logr[i] + min_gap < logr[j]:
+                if logr[i] + gap < logr[j]:
                     fast.append(i)
                     slow.append(j)
     return np.asarray(fast, np.int32), np.asarray(slow, np.int32)
@@ -197,7 +219,7 @@ def ranking_quality(pred: np.ndarray, batch: Batch, min_gap: float = 0.02) -> di
 def train(batch: Batch, *, steps: int = 300, lr: float = 3e-3, seed: int = 0, min_gap: float = 0.02,
           hidden: int = HIDDEN, layers: int = LAYERS, weight_decay: float = 1e-3, val: Batch | None = None,
           eval_every: int = 10, tie_weight: float = 0.0, select_on: str = "tau_above_noise",
-          log=None) -> tuple[dict, tuple, list[float]]:
+          noise_gaps: bool = False, log=None) -> tuple[dict, tuple, list[float]]:
     """Full-batch Adam on the pairwise loss (plus the tie loss and weight decay); returns
     (params, norm, losses).
 
@@ -205,7 +227,7 @@ def train(batch: Batch, *, steps: int = 300, lr: float = 3e-3, seed: int = 0, mi
     `select_on` metric (`ranking_quality`; checked every `eval_every` steps, step 0 included:
     the untrained bytes roofline), so training never returns something worse on validation
     than the analytic start."""
-    fast, slow = ranking_pairs(batch, min_gap)
+    fast, slow = ranking_pairs(batch, min_gap, noise_gaps)
     tie_a, tie_b = (jnp.asarray(x) for x in tie_pairs(batch))
     if len(fast) == 0:
         raise ValueError("no candidate pairs with different measured ratios: nothing to rank")
