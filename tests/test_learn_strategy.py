@@ -36,3 +36,17 @@ def test_probes_come_first_among_the_candidates(multi_program):  # noqa: F811
     vecs = list(lm.candidates(exp, ctx))
     assert vecs[:2] == lm._probe_vectors(exp, ctx) and vecs[0] == [1, 1, 1]
     assert len({tuple(v) for v in vecs}) == len(vecs) and all(any(v) for v in vecs)
+
+
+def test_probes_alternate_singles_with_sweeps(multi_program):  # noqa: F811
+    """A rewrite that pays only when taken at all its sites (a sweep) is probed like beam
+    search tries it: after pick-first and the hottest single, even when the model calls it slower."""
+    ctx, _ = make_ctx(multi_program, max_steps=1)
+    exp = ctx.expand(ctx.root)
+    sweep = [0, 1, 1]  # stands in for one rewrite taken at its two sites
+    ctx.sweeps = lambda e: iter([sweep])  # type: ignore[method-assign]
+    singles = list(ctx.singles(exp))
+    lm = Pessimist(unsure=0.5, probes=4)
+    assert lm._probe_vectors(exp, ctx) == [[1, 1, 1], singles[0], sweep, singles[1]]
+    lm.search(ctx)
+    assert lm.info["probes"] == 4  # every probe timed: the model's 20 % is within its error

@@ -10,8 +10,10 @@ state's is the model's predicted runtime ratio.
 What is timed at each step:
 - the `top_k` candidates the model predicts faster than the current state (by
   `min_predicted_gain`), best first;
-- the *probes*, where the model is unsure: the first `probes` of pick-first and the hottest
-  single rewrites (`SearchContext.singles`), unless both the model and its prior (the
+- the *probes*, where the model is unsure: the first `probes` of pick-first, then the hottest
+  single rewrites (`SearchContext.singles`) alternating with sweeps (one rewrite at all its
+  sites, `SearchContext.sweeps`, those that paid at an earlier step first, as beam search
+  orders them), unless both the model and its prior (the
   readout's bytes roofline without the learned correction) predict them slower than the
   state by more than the model's error (`unsure`: by default the median |predicted -
   measured| log ratio on the validation split, recorded in the weights' info; 0.25 when
@@ -31,7 +33,7 @@ import numpy as np
 
 from shlo_env import observe
 from shlo_env.learn import model
-from shlo_env.search.base import SearchContext, State, pick_first_vector, register_strategy
+from shlo_env.search.base import SearchContext, State, interleave, pick_first_vector, register_strategy
 from shlo_env.search.cost_model import CostModel
 
 DEFAULT_UNSURE = 0.25  # log-ratio band when the weights do not record their validation error
@@ -42,7 +44,7 @@ class Learned(CostModel):
     name = "learned"
 
     def __init__(self, top_k: int = 1, max_candidates: int = 24, min_predicted_gain: float = 0.01,
-                 probes: int = 2, unsure: float | None = None, weights=None):
+                 probes: int = 4, unsure: float | None = None, weights=None):
         super().__init__(top_k=top_k, max_candidates=max_candidates, min_predicted_gain=min_predicted_gain,
                          pass_prob=0.0)
         self.probes = probes
@@ -62,9 +64,11 @@ class Learned(CostModel):
         return float(self._state()[2].get("val_log_error_median", DEFAULT_UNSURE))
 
     def _probe_vectors(self, exp, ctx: SearchContext) -> list[list[int]]:
-        """The first `probes` of: pick-first, then the single rewrites, hottest first."""
+        """The first `probes` of: pick-first, then the single rewrites (hottest first)
+        alternating with the sweeps."""
         singles = (v for v in ctx.singles(exp) if not any(v[exp.num_rewrites:]))
-        return list(itertools.islice(itertools.chain([pick_first_vector(exp.dims)], singles), self.probes))
+        vectors = itertools.chain([pick_first_vector(exp.dims)], interleave(singles, ctx.sweeps(exp)))
+        return list(itertools.islice(vectors, self.probes))
 
     def candidates(self, exp, ctx: SearchContext):
         seen = set()
