@@ -50,3 +50,25 @@ def test_probes_alternate_singles_with_sweeps(multi_program):  # noqa: F811
     assert lm._probe_vectors(exp, ctx) == [[1, 1, 1], singles[0], sweep, singles[1]]
     lm.search(ctx)
     assert lm.info["probes"] == 4  # every probe timed: the model's 20 % is within its error
+
+
+def test_loop_rewrites_are_probed_whatever_the_model_predicts():
+    """The model and its prior read the static graph (a loop body counted once), so a probe
+    that rewrites a loop is timed even when both call it far slower."""
+    import jax
+    import numpy as np
+
+    import shlo_env as se
+    from shlo_env import observe
+
+    def loop(x):
+        return jax.lax.fori_loop(0, 8, lambda i, c: c * 0.5 + 1.0, x)
+
+    program = se.lower(loop, np.ones((64,), np.float32))
+    ctx, _ = make_ctx(program, max_steps=1, patterns=["while_unroll2"])
+    exp = ctx.expand(ctx.root)
+    lm = Pessimist(unsure=0.1, probes=2)  # 20 % slower is beyond the error: only blind spots are timed
+    lm.search(ctx)
+    assert lm.info.get("probes") == 1  # the unroll (pick-first is the same vector)
+    g = observe.graph(exp.augmented, uids=False)
+    assert Learned._blind(g, [1] * exp.num_rewrites) and not Learned._blind(g, [0] * exp.num_rewrites)

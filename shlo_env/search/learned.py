@@ -19,6 +19,9 @@ What is timed at each step:
   measured| log ratio on the validation split, recorded in the weights' info; 0.25 when
   absent). Where the correction turns the prior's predicted gain into a loss, the model is
   extrapolating (shapes unlike its training programs), so the candidate is timed. A probe
+  that rewrites a loop or a window reduction (`BLIND_OPS` in the region it replaces or in the
+  one it takes) is timed whatever the predictions: the model and its prior read the static
+  graph, a loop body counted once, so they cannot see a change in how often ops run. A probe
   that XLA compiles to an executable already timed (often the original's) costs a compile,
   no timing.
 Weights: the ones shipped in the package unless `weights=` names another .npz.
@@ -37,6 +40,8 @@ from shlo_env.search.base import SearchContext, State, interleave, pick_first_ve
 from shlo_env.search.cost_model import CostModel
 
 DEFAULT_UNSURE = 0.25  # log-ratio band when the weights do not record their validation error
+# ops whose cost depends on how often or over what window they run, which the static graph omits
+BLIND_OPS = frozenset({"stablehlo.while", "stablehlo.reduce_window"})
 
 
 @register_strategy
@@ -52,11 +57,23 @@ class Learned(CostModel):
         self.weights = weights
         self._model: tuple | None = None
         self._prior: list[float] = []  # the last estimate's prior (uncorrected) ratios, per child
+        self._graph: observe.Graph | None = None  # the last estimate's augmented graph
 
     def _state(self) -> tuple:
         if self._model is None:
             self._model = model.load(self.weights)
         return self._model
+
+    @staticmethod
+    def _blind(g: observe.Graph, vec: list[int]) -> bool:
+        """Whether the vector replaces or introduces a `BLIND_OPS` op (in its alternatives'
+        original or chosen region)."""
+        blind = {observe.op_id(name) for name in BLIND_OPS}
+        for i in np.nonzero(np.isin(g.node_opcode, list(blind)) & (g.node_alt >= 0))[0]:
+            a = int(g.node_alt[i])
+            if a < len(vec) and vec[a] and int(g.node_choice[i]) in (0, vec[a]):
+                return True
+        return False
 
     def _unsure(self) -> float:
         if self.unsure is not None:
@@ -82,7 +99,7 @@ class Learned(CostModel):
 
     def estimate(self, ctx: SearchContext, exp, children: list) -> tuple[float, list[float]]:
         vectors = [[0] * exp.num_rewrites] + [list(vec[:exp.num_rewrites]) for vec, _ in children]
-        g = observe.graph(exp.augmented, uids=False)
+        g = self._graph = observe.graph(exp.augmented, uids=False)
         s = model.predicted_scores(g, vectors, self._state())
         est = np.exp(s - s[0])  # relative to the current state: a predicted runtime ratio
         prior = model.predicted_scores(g, vectors, self._state(), corrected=False)
@@ -95,10 +112,13 @@ class Learned(CostModel):
         prior = self._prior if len(self._prior) == len(ests) else ests
         by_vec = {tuple(vec): (e, p, child) for (vec, child), e, p in zip(children, ests, prior)}
         band = state_est * math.exp(self._unsure())
+        g = self._graph if self._graph is not None else observe.graph(exp.augmented, uids=False)
         picked = {id(c) for _, c in chosen}
         for vec in self._probe_vectors(exp, ctx):
             found = by_vec.get(tuple(vec))
-            if found is not None and min(found[0], found[1]) < band and id(found[2]) not in picked:
+            if found is None or id(found[2]) in picked:
+                continue
+            if min(found[0], found[1]) < band or self._blind(g, vec):
                 picked.add(id(found[2]))
                 chosen.append((found[0], found[2]))
                 self.info["probes"] = self.info.get("probes", 0) + 1
