@@ -431,11 +431,9 @@ def merge(out_dir: str | os.PathLike, sources: Sequence[str | os.PathLike]) -> d
                 n0, n1 = int(a["node_offsets"][p]), int(a["node_offsets"][p + 1])
                 e0, e1 = int(a["edge_offsets"][p]), int(a["edge_offsets"][p + 1])
                 rows = np.nonzero(a["cand_program"] == p)[0]
-                live0 = sum(int(a["node_offsets"][q + 1] - a["node_offsets"][q]) * part.programs[q]["num_candidates"]
-                            for q in range(p))
                 take = {"node_offsets": np.asarray([nodes]), "edge_offsets": np.asarray([edges]),
                         "cand_program": np.full(len(rows), len(programs), np.int32),
-                        "cand_live": a["cand_live"][live0: live0 + (n1 - n0) * len(rows)]}
+                        "cand_live": part.candidates(p)["live"].reshape(-1)}
                 for k, v in a.items():
                     if k in take:
                         continue

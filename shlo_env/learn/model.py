@@ -219,14 +219,16 @@ def ranking_quality(pred: np.ndarray, batch: Batch, min_gap: float = 0.02) -> di
 def train(batch: Batch, *, steps: int = 300, lr: float = 3e-3, seed: int = 0, min_gap: float = 0.02,
           hidden: int = HIDDEN, layers: int = LAYERS, weight_decay: float = 1e-3, val: Batch | None = None,
           eval_every: int = 10, tie_weight: float = 0.0, select_on: str = "tau_above_noise",
-          noise_gaps: bool = False, log=None) -> tuple[dict, tuple, list[float]]:
+          noise_gaps: bool = False, curve: dict[int, float] | None = None,
+          log=None) -> tuple[dict, tuple, list[float]]:
     """Full-batch Adam on the pairwise loss (plus the tie loss and weight decay); returns
     (params, norm, losses).
 
     With `val`, the parameters returned are those of the step with the best validation
     `select_on` metric (`ranking_quality`; checked every `eval_every` steps, step 0 included:
     the untrained bytes roofline), so training never returns something worse on validation
-    than the analytic start."""
+    than the analytic start. `curve`, when given, receives the validation metric of every check
+    (step -> value)."""
     fast, slow = ranking_pairs(batch, min_gap, noise_gaps)
     tie_a, tie_b = (jnp.asarray(x) for x in tie_pairs(batch))
     if len(fast) == 0:
@@ -249,6 +251,8 @@ def train(batch: Batch, *, steps: int = 300, lr: float = 3e-3, seed: int = 0, mi
         tau = ranking_quality(predict(params, norm, val), val, min_gap)[select_on] if val is not None else math.nan
         if val is not None and (best is None or tau > best[0]):
             best = (tau, t, params)
+        if curve is not None and val is not None:
+            curve[t] = float(tau)
         if log and t % 50 == 0:
             log(f"step {t}: loss {losses[-1] if losses else float('nan'):.4f}" + (f", val {select_on} {tau:.3f}" if val else ""))
 
