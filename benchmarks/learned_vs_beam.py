@@ -1,6 +1,6 @@
 """strategy="learned" against beam search at the same budget: final ratio and candidates timed.
 
-    python benchmarks/learned_vs_beam.py [--data data/learned-v3] [--split test] [--start 0]
+    python benchmarks/learned_vs_beam.py [--data data/learned-v5] [--split test] [--start 0]
                                          [--limit 10] [--corpus 0] [--examples [NAME ...]]
                                          [--budget 10] [--json out.json]
 
@@ -11,7 +11,8 @@ and evaluation cache, `--budget` seconds each, the order alternating program by 
 their results are timed again side by side in one worker request with the original twice
 (`benchmarks/strategies.py`'s final timing: median of 3, the original as jax.jit compiles it).
 "timed" is the number of side-by-side timings the search ran (`EvaluatorStats.timed`; states
-that compiled to an already-timed executable are not counted). `--json` appends per-program
+that compiled to an already-timed executable are not counted); "compiled" the compiles without
+a run (cost analyses, executable features: the learned strategy's second stage). `--json` appends per-program
 rows to that file, so a long comparison can run in short chunks (`--start`, `--limit`).
 """
 
@@ -61,28 +62,30 @@ def compare(uri: str, program, budget: float, runs: int, seed: int, flip: bool) 
             "baseline_ms": base * 1e3, "noise": noise, "load": os.getloadavg()[0],
             **{f"{s}_ratio": ratios.get(s, math.nan) for s in STRATEGIES},
             **{f"{s}_timed": per[s].stats.timed if s in per else 0 for s in STRATEGIES},
+            **{f"{s}_compiled": per[s].stats.featured + per[s].stats.costed if s in per else 0 for s in STRATEGIES},
             **{f"{s}_found": ", ".join(per[s].applied) or "(original)" if s in per else "-" for s in STRATEGIES}}
 
 
 def table(rows: list[dict]) -> str:
     header = ["program", "space", "jax.jit ms", "learned ratio", "beam ratio", "learned timed", "beam timed",
-              "noise", "load"]
+              "learned compiled", "noise", "load"]
     body = [[r["uri"].split("/", 1)[-1], str(r["space"]), f"{r['baseline_ms']:.3f}", f"{r['learned_ratio']:.3f}",
-             f"{r['beam_ratio']:.3f}", str(r["learned_timed"]), str(r["beam_timed"]), f"{r['noise']:.3f}",
-             f"{r['load']:.1f}"] for r in rows]
+             f"{r['beam_ratio']:.3f}", str(r["learned_timed"]), str(r["beam_timed"]), str(r.get("learned_compiled", "-")),
+             f"{r['noise']:.3f}", f"{r['load']:.1f}"] for r in rows]
     ok = [r for r in rows if math.isfinite(r["learned_ratio"]) and math.isfinite(r["beam_ratio"])]
     geo = {s: math.exp(sum(math.log(r[f"{s}_ratio"]) for r in ok) / len(ok)) if ok else math.nan for s in STRATEGIES}
     timed = {s: sum(r[f"{s}_timed"] for r in rows) for s in STRATEGIES}
+    compiled = sum(r.get("learned_compiled", 0) for r in rows)
     within = sum(r["learned_ratio"] <= r["beam_ratio"] * (1 + max(r["noise"], 0.03)) for r in ok)
     return (format_table(header, body) + f"\n\n{len(rows)} programs; geomean ratio learned {geo['learned']:.3f}, "
             f"beam {geo['beam']:.3f}; candidates timed learned {timed['learned']}, beam {timed['beam']} "
-            f"({timed['learned'] / max(1, timed['beam']):.0%}); learned same or better than beam (within "
+            f"({timed['learned'] / max(1, timed['beam']):.0%}), learned compiled without a run {compiled}; learned same or better than beam (within "
             f"max(noise, 3 %)) on {within} of {len(ok)}")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="data/learned-v3")
+    ap.add_argument("--data", default="data/learned-v5")
     ap.add_argument("--split", default="test", help='the split whose sub-graphs are compared ("none": no sub-graphs)')
     ap.add_argument("--corpus", type=int, default=0, help="also this many corpus programs (smallest first)")
     ap.add_argument("--examples", nargs="*", default=None, help="also these examples (none named: all)")
@@ -101,7 +104,8 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         for i, (uri, load) in enumerate(todo[args.start:end], start=args.start):
             row = compare(uri, load(), args.budget, args.runs, args.seed, flip=i % 2 == 1)
-            print(f"  {uri}: learned {row['learned_ratio']:.3f} ({row['learned_timed']} timed), beam "
+            print(f"  {uri}: learned {row['learned_ratio']:.3f} ({row['learned_timed']} timed, "
+                  f"{row['learned_compiled']} compiled), beam "
                   f"{row['beam_ratio']:.3f} ({row['beam_timed']} timed), load {row['load']:.1f}", file=sys.stderr)
             rows = [r for r in rows if r["uri"] != uri] + [row]
             if args.json:

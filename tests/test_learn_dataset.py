@@ -105,10 +105,41 @@ def test_eval_reports_model_and_baselines_on_the_same_programs(built):
     summary = dataset.export(out, db_path=db, fractions=(1.0, 0.0, 0.0))
     report = learn_cli.evaluate(str(out))  # the shipped weights
     assert report["train"]["candidates"] == summary["train"]["candidates"]
-    methods = {"learned", "xla_cost_analysis", "roofline"}
+    methods = {"learned", "learned_executable", "xla_cost_analysis", "roofline"}
     assert methods <= set(report["train"])
     assert len({report["train"][m]["programs"] for m in methods}) == 1  # same programs for all three
     assert report["val"] == {"programs": 0}
+
+
+def test_build_records_each_executables_features_and_a_recompile_gives_the_same(built, tmp_path):
+    """The build reads every executable's features when it groups them; `exe-features` on the
+    export compiles the vectors again and must find the same (one compiler, one text)."""
+    tmp, db, _, _ = built
+    out = tmp / "export_exe"
+    dataset.export(out, db_path=db, fractions=(1.0, 0.0, 0.0))
+    built_split = dataset.load(out, "train")
+    assert np.isfinite(built_split.arrays["cand_exe"]).all() and np.isfinite(built_split.arrays["orig_exe"]).all()
+    again = dataset.add_executable_features(out, tmp_path / "again", log=lambda *_: None)
+    assert again["train"]["left_out"] == {}
+    recompiled = dataset.load(tmp_path / "again", "train")
+    assert recompiled.meta["format_version"] == dataset.FORMAT_VERSION
+    assert np.array_equal(recompiled.arrays["cand_exe"], built_split.arrays["cand_exe"])
+    assert np.array_equal(recompiled.arrays["orig_exe"], built_split.arrays["orig_exe"])
+    for p in range(len(built_split)):  # everything else is carried over as it was
+        for k in ("decisions", "ratio", "group", "live"):
+            assert np.array_equal(recompiled.candidates(p)[k], built_split.candidates(p)[k])
+
+
+def test_executable_features_of_a_program_whose_patterns_changed_are_left_out(built, tmp_path):
+    tmp, db, _, _ = built
+    out = tmp / "export_stale"
+    dataset.export(out, db_path=db, fractions=(1.0, 0.0, 0.0))
+    meta = json.loads((out / "train.json").read_text())
+    meta["programs"][0]["labels"][0] = ["original", "a_rewrite_that_no_longer_exists"]
+    (out / "train.json").write_text(json.dumps(meta))
+    summary = dataset.add_executable_features(out, tmp_path / "fresh", log=lambda *_: None)
+    assert summary["train"]["left_out"] == {"the patterns changed since the build": 1}
+    assert summary["train"]["programs"] == len(meta["programs"]) - 1
 
 
 def test_executable_groups_share_a_label_and_the_original_is_group_zero():
@@ -122,7 +153,7 @@ def test_noise_of_is_the_median_deviation_from_one():
     assert math.isnan(dataset.noise_of([]))
 
 
-@pytest.mark.parametrize("version", ["learned-v1", "learned-v2", "learned-v3", "learned-v4"])
+@pytest.mark.parametrize("version", ["learned-v1", "learned-v2", "learned-v3", "learned-v4", "learned-v5"])
 def test_shipped_export_loads(version):
     from pathlib import Path
 
@@ -132,7 +163,16 @@ def test_shipped_export_loads(version):
     assert set(p["source"] for p in split.programs).isdisjoint(
         p["source"] for p in dataset.load(data, "train").programs)
     c = split.candidates(0)
-    if version in ("learned-v3", "learned-v4"):  # one label per executable, pooled over several rounds; the original's is 1.0
+    if version == "learned-v5":  # every candidate has its executable's features; one executable, one vector
+        from shlo_env.learn import hlo_features
+
+        a = split.arrays
+        assert split.meta["exe_features"] == list(hlo_features.FEATURES)
+        assert np.isfinite(a["cand_exe"]).all() and np.isfinite(a["orig_exe"]).all()
+        for p in range(len(split)):
+            c = split.candidates(p)
+            assert np.array_equal(c["exe"][c["group"] == 0], np.repeat(a["orig_exe"][p:p + 1], (c["group"] == 0).sum(), 0))
+    if version in ("learned-v3", "learned-v4", "learned-v5"):  # one label per executable, pooled over several rounds; the original's is 1.0
         a = split.arrays
         assert np.isfinite(a["prog_noise"]).all()
         assert np.all(a["cand_ratio"][a["cand_group"] == 0] == 1.0)
@@ -153,7 +193,7 @@ def test_merge_joins_exports_and_keeps_each_program_once(built, tmp_path):
     from pathlib import Path
 
     tmp, db, _, _ = built
-    shipped = Path(__file__).parent.parent / "data" / "learned-v3"
+    shipped = Path(__file__).parent.parent / "data" / "learned-v5"
     odd = tmp / "export_odd_fractions"
     dataset.export(odd, db_path=db, fractions=(0.34, 0.33, 0.33))
     with pytest.raises(dataset.DatasetError):  # other split fractions: the splits would disagree
@@ -172,8 +212,8 @@ def test_merge_joins_exports_and_keeps_each_program_once(built, tmp_path):
             part = next(x for x in parts if any(p["uri"] == uri for p in x.programs))
             p = next(i for i, x in enumerate(part.programs) if x["uri"] == uri)
             c, d = part.candidates(p), out.candidates(q)
-            for k in ("decisions", "ratio", "group", "live", "tier"):
-                assert np.array_equal(c[k], d[k]), (s, uri, k)
+            for k in ("decisions", "ratio", "group", "live", "tier", "exe"):
+                assert np.array_equal(c[k], d[k], equal_nan=k == "exe"), (s, uri, k)
             for k in ("node_features", "node_opcode"):
                 a, b = part.arrays, out.arrays
                 assert np.array_equal(a[k][a["node_offsets"][p]:a["node_offsets"][p + 1]],

@@ -1,5 +1,7 @@
 """strategy="learned": the model's top picks, and probes where the model is unsure (modelled timings)."""
 
+import numpy as np
+
 from test_search import make_ctx, multi_program  # noqa: F401  (multi_program is a fixture)
 
 from shlo_env.search.learned import Learned
@@ -72,3 +74,27 @@ def test_loop_rewrites_are_probed_whatever_the_model_predicts():
     assert lm.info.get("probes") == 1  # the unroll (pick-first is the same vector)
     g = observe.graph(exp.augmented, uids=False)
     assert Learned._blind(g, [1] * exp.num_rewrites) and not Learned._blind(g, [0] * exp.num_rewrites)
+
+
+class Stub:
+    """An executable model that calls the first compiled child 2x faster, the others 2x slower."""
+
+    def scores(self, features):
+        return np.array([0.0, -0.7] + [0.7] * (len(features) - 2))[:len(features)]
+
+
+def test_the_executable_model_ranks_the_compiled_children_and_only_those_are_timed_on_its_word(multi_program):  # noqa: F811
+    ctx, _ = make_ctx(multi_program, max_steps=1)
+    lm = Learned(probes=0, compile_k=3)
+    lm._exe = Stub()  # type: ignore[assignment]
+    lm.search(ctx)
+    assert lm.info["compiled"] == 3  # the graph network's best three, each compiled once, none run
+    assert ctx.evaluator.stats.featured == 4  # and the state itself
+    assert ctx.evaluator.stats.timed == 1  # top_k=1: the child the executable model calls fastest
+
+
+def test_without_compiles_the_graph_network_alone_ranks(multi_program):  # noqa: F811
+    ctx, _ = make_ctx(multi_program, max_steps=1)
+    lm = Learned(probes=0, compile_k=0)
+    lm.search(ctx)
+    assert "compiled" not in lm.info and ctx.evaluator.stats.featured == 0

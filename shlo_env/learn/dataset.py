@@ -1,11 +1,11 @@
 """The measurement dataset: (program, decision vector, measured runtime ratio, tier) rows.
 
     shlo-env dataset build --datasets inst-20-40 --max-programs 20 --max-candidates 6
-    shlo-env dataset export --out data/learned-v3
+    shlo-env dataset export --out data/learned-v5
     from shlo_env.learn import dataset
-    ds = dataset.load("data/learned-v3", "train")   # a Split
+    ds = dataset.load("data/learned-v5", "train")   # a Split
     g = ds.graph(0)                                  # shlo_env.observe.Graph of program 0 (augmented)
-    ds.candidates(0)                                 # its rows: decisions, ratio, group, tier, flops, bytes
+    ds.candidates(0)                                 # its rows: decisions, ratio, group, tier, flops, bytes, exe
 
 Building: each source program is augmented once (default patterns, dry mode); a pool of its
 decision vectors (every vector when few, else pick-first, each single choice and seeded random
@@ -13,9 +13,10 @@ vectors) is compiled and grouped by XLA's optimized HLO: one group is one execut
 program to the machine. One vector per group is verified and timed against the original
 `rounds` times, side by side (same worker, A,B,A,B interleaving), and the pooled ratio is the
 label of every vector of the group; the original's group is exactly 1.0. XLA's cost analysis
-of each candidate is kept as well. Every candidate is one row of the results database's
-`measurements` table (strategy "dataset", config_key = hash of the build config and the
-vector); a program's rows are written when it is done, so a killed build redoes at most one.
+of each candidate is kept as well, and the features of each executable (`hlo_features`).
+Every candidate is one row of the results database's `measurements` table (strategy
+"dataset", config_key = hash of the build config and the vector); a program's rows are
+written when it is done, so a killed build redoes at most one.
 
 Exporting: rows are grouped by program and split train/val/test by *source* program (the corpus
 program a sub-graph was cut from, or the corpus program itself), hashed, so no program's cuts
@@ -38,8 +39,12 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT_VERSION = 3  # 2 adds the label-noise arrays; 3 pools labels per executable (cand_group, cand_rounds)
-READABLE_VERSIONS = (1, 2, 3)
+from shlo_env.learn import hlo_features
+
+# 2 adds the label-noise arrays; 3 pools labels per executable (cand_group, cand_rounds); 4 adds
+# the executables' features (cand_exe, orig_exe: learn.hlo_features)
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 STRATEGY = "dataset"
 SPLITS = ("train", "val", "test")
 DEFAULT_FRACTIONS = (0.6, 0.2, 0.2)
@@ -167,6 +172,7 @@ def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLi
                     cost_o = ev.cost(program)
                     noise_ratios = [_side_by_side(ev, ev.baseline_text) for _ in range(rounds)]
                     orig_fp = ev.fingerprint(program)
+                    exe = {orig_fp: ev.executable_features(program)}  # fingerprint -> hlo_features
                     groups: dict[str, list] = {}
                     for vec in vectors:
                         if time.monotonic() > deadline:
@@ -175,6 +181,8 @@ def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLi
                         try:
                             cand = driver.apply(augmented, vec)
                             fp = ev.fingerprint(cand)
+                            if fp not in exe:
+                                exe[fp] = ev.executable_features(cand)
                         except Exception as e:  # noqa: BLE001  a candidate that fails is a row, not a crash
                             rows.append((vec, None, None, "", f"{type(e).__name__}: {e}"))
                             continue
@@ -210,12 +218,18 @@ def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLi
                                    strategy_info=_j({"fingerprint": fp, "original_fingerprint": orig_fp,
                                                      "ratios": ratios if fp != orig_fp else [],
                                                      "noise_ratios": noise_ratios,
+                                                     "exe_features": _listed(exe.get(fp)),
+                                                     "orig_exe_features": _listed(exe.get(orig_fp)),
                                                      "load": os.getloadavg()[0]}))
                         db.add_measurement(row, program={"hash": h, **_program_info(program, info)})
                 counts["programs"] += 1
                 log(f"{entry.uri}: {len(rows)} candidates, {len(groups)} executables "
                     f"({timed_groups} timed), load {os.getloadavg()[0]:.1f}")
     return counts
+
+
+def _listed(features) -> list[float] | None:
+    return None if features is None else [float(x) for x in features]
 
 
 def _side_by_side(ev, text: str) -> float:
@@ -297,7 +311,7 @@ def export(out_dir: str | os.PathLike, *, db_path: str | os.PathLike = "results/
             "cand_program", "cand_decisions", "cand_ratio", "cand_tier", "cand_flops", "cand_bytes",
             "cand_transcendentals", "cand_live", "node_offsets", "edge_offsets", "orig_flops", "orig_bytes",
             "orig_live", "prog_noise", "cand_confirm_ratio", "cand_same_executable", "cand_group",
-            "cand_rounds", "cand_label_sd", "prog_load")}
+            "cand_rounds", "cand_label_sd", "prog_load", "cand_exe", "orig_exe")}
         meta_programs: list[dict] = []
         n_nodes = n_edges = 0
         for ds, uri, h, source, cands in programs:
@@ -323,6 +337,7 @@ def export(out_dir: str | os.PathLike, *, db_path: str | os.PathLike = "results/
             arrays["orig_live"].append(live_nodes(g))
             arrays["prog_noise"].append(_f(cands[0].get("noise")))
             arrays["prog_load"].append(_f(max(_info(c).get("load", math.nan) for c in cands)))
+            arrays["orig_exe"].append(_exe(_info(cands[0]).get("orig_exe_features")))
             group_ids = _executable_groups(cands)
             n_nodes += g.num_nodes
             n_edges += g.num_edges
@@ -342,12 +357,13 @@ def export(out_dir: str | os.PathLike, *, db_path: str | os.PathLike = "results/
                 arrays["cand_live"].append(live_nodes(g, vec))
                 arrays["cand_confirm_ratio"].append(_f(c.get("confirm_ratio")))
                 arrays["cand_same_executable"].append(bool(c.get("identical")))
+                arrays["cand_exe"].append(_exe(_info(c).get("exe_features")))
         arrays["node_offsets"].append(n_nodes)
         arrays["edge_offsets"].append(n_edges)
         np.savez_compressed(out / f"{split}.npz", **_stack(arrays))
         (out / f"{split}.json").write_text(json.dumps(
             {"format_version": FORMAT_VERSION, "split": split, "fractions": list(fractions),
-             "programs": meta_programs}, indent=1))
+             "exe_features": list(hlo_features.FEATURES), "programs": meta_programs}, indent=1))
         summary[split] = {"programs": len(meta_programs), "candidates": len(arrays["cand_ratio"])}
     return summary
 
@@ -375,6 +391,13 @@ def _f(x) -> float:
     return float("nan") if x is None else float(x)
 
 
+def _exe(features) -> np.ndarray:
+    """A stored hlo_features vector, NaN where the build had none."""
+    if features is None or len(features) != len(hlo_features.FEATURES):
+        return np.full(len(hlo_features.FEATURES), np.nan)
+    return np.asarray(features, np.float64)
+
+
 def _stack(a: dict[str, list]) -> dict[str, Any]:
     cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)  # noqa: E731
     from shlo_env.observe import NODE_FEATURES
@@ -400,6 +423,8 @@ def _stack(a: dict[str, list]) -> dict[str, Any]:
         "cand_rounds": np.asarray(a["cand_rounds"], np.int32),
         "cand_label_sd": np.asarray(a["cand_label_sd"], np.float64),
         "prog_load": np.asarray(a["prog_load"], np.float64),
+        "cand_exe": np.asarray(a["cand_exe"], np.float64).reshape(-1, len(hlo_features.FEATURES)),
+        "orig_exe": np.asarray(a["orig_exe"], np.float64).reshape(-1, len(hlo_features.FEATURES)),
     }
 
 
@@ -421,43 +446,110 @@ def merge(out_dir: str | os.PathLike, sources: Sequence[str | os.PathLike]) -> d
         seen: set[tuple[str, str]] = set()
         programs: list[dict] = []
         pieces: dict[str, list[np.ndarray]] = {}
-        nodes = edges = 0
         for part in parts:
-            a = part.arrays
             for p, prog in enumerate(part.programs):
                 if (prog["dataset"], prog["uri"]) in seen:
                     continue
                 seen.add((prog["dataset"], prog["uri"]))
-                n0, n1 = int(a["node_offsets"][p]), int(a["node_offsets"][p + 1])
-                e0, e1 = int(a["edge_offsets"][p]), int(a["edge_offsets"][p + 1])
-                rows = np.nonzero(a["cand_program"] == p)[0]
-                take = {"node_offsets": np.asarray([nodes]), "edge_offsets": np.asarray([edges]),
-                        "cand_program": np.full(len(rows), len(programs), np.int32),
-                        "cand_live": part.candidates(p)["live"].reshape(-1)}
-                for k, v in a.items():
-                    if k in take:
-                        continue
-                    take[k] = (v[n0:n1] if k in _NODE_ARRAYS else v[e0:e1] if k in _EDGE_ARRAYS
-                               else v[p:p + 1] if k in _PROGRAM_ARRAYS else v[rows])
-                for k, v in take.items():
-                    pieces.setdefault(k, []).append(v)
+                _append_program(pieces, part, p, len(programs))
                 programs.append(prog)
-                nodes += n1 - n0
-                edges += e1 - e0
-        pieces["node_offsets"].append(np.asarray([nodes]))
-        pieces["edge_offsets"].append(np.asarray([edges]))
-        out.mkdir(parents=True, exist_ok=True)
-        joined: dict[str, Any] = {k: np.concatenate(v) for k, v in pieces.items()}
-        np.savez_compressed(out / f"{split}.npz", **joined)
-        (out / f"{split}.json").write_text(json.dumps(
-            {**parts[0].meta, "programs": programs, "merged_from": [str(s) for s in sources]}, indent=1))
-        summary[split] = {"programs": len(programs), "candidates": int(sum(len(v) for v in pieces["cand_ratio"]))}
+        summary[split] = _write_pieces(out, split, pieces, {**parts[0].meta, "programs": programs,
+                                                            "merged_from": [str(s) for s in sources]})
     return summary
+
+
+def _append_program(pieces: dict[str, list[np.ndarray]], part: "Split", p: int, index: int,
+                    extra: dict[str, np.ndarray] | None = None) -> None:
+    """Add program p of `part`, renumbered `index`, to the arrays being joined (`extra` adds or
+    replaces arrays of its rows or its program)."""
+    a = part.arrays
+    nodes = int(sum(len(x) for x in pieces.get("node_opcode", [])))
+    edges = int(sum(len(x) for x in pieces.get("edge_src", [])))
+    n0, n1 = int(a["node_offsets"][p]), int(a["node_offsets"][p + 1])
+    e0, e1 = int(a["edge_offsets"][p]), int(a["edge_offsets"][p + 1])
+    rows = np.nonzero(a["cand_program"] == p)[0]
+    take = {"node_offsets": np.asarray([nodes]), "edge_offsets": np.asarray([edges]),
+            "cand_program": np.full(len(rows), index, np.int32),
+            "cand_live": part.candidates(p)["live"].reshape(-1), **(extra or {})}
+    for k, v in a.items():
+        if k not in take:
+            take[k] = (v[n0:n1] if k in _NODE_ARRAYS else v[e0:e1] if k in _EDGE_ARRAYS
+                       else v[p:p + 1] if k in _PROGRAM_ARRAYS else v[rows])
+    for k, v in take.items():
+        pieces.setdefault(k, []).append(v)
+
+
+def _write_pieces(out: Path, split: str, pieces: dict[str, list[np.ndarray]], meta: dict) -> dict:
+    nodes = int(sum(len(x) for x in pieces.get("node_opcode", [])))
+    edges = int(sum(len(x) for x in pieces.get("edge_src", [])))
+    pieces.setdefault("node_offsets", []).append(np.asarray([nodes]))
+    pieces.setdefault("edge_offsets", []).append(np.asarray([edges]))
+    out.mkdir(parents=True, exist_ok=True)
+    joined: dict[str, Any] = {k: np.concatenate(v) for k, v in pieces.items()}
+    np.savez_compressed(out / f"{split}.npz", **joined)
+    (out / f"{split}.json").write_text(json.dumps(meta, indent=1))
+    return {"programs": len(meta["programs"]), "candidates": int(sum(len(v) for v in pieces.get("cand_ratio", [])))}
+
+
+def add_executable_features(src: str | os.PathLike, out_dir: str | os.PathLike, *, log=print) -> dict:
+    """Re-export `src` with each candidate's executable features (`hlo_features`, format 4):
+    every program is augmented again and one vector per executable group is compiled to XLA's
+    optimized HLO (the rows of a group share its executable). A program whose patterns now give
+    other alternatives than at its build is left out (its vectors mean something else), and so
+    is one whose group 0 no longer compiles to the original's executable, or whose candidates
+    fail to compile. For exports built before format 4; nothing is timed."""
+    from shlo_env import corpus, driver
+    from shlo_env.worker import Worker
+
+    out = Path(out_dir)
+    summary: dict[str, Any] = {}
+    with Worker() as worker:
+        for split in SPLITS:
+            part = load(src, split)
+            pieces: dict[str, list[np.ndarray]] = {}
+            programs: list[dict] = []
+            dropped: dict[str, int] = {}
+            for p, prog in enumerate(part.programs):
+                why, orig, cand = _compile_features(worker, corpus, driver, prog, part.candidates(p))
+                if why:
+                    dropped[why] = dropped.get(why, 0) + 1
+                    log(f"{split} {prog['uri']}: left out ({why})")
+                    continue
+                _append_program(pieces, part, p, len(programs), {"orig_exe": orig[None, :], "cand_exe": cand})
+                programs.append(prog)
+            meta = {**part.meta, "format_version": FORMAT_VERSION, "exe_features": list(hlo_features.FEATURES),
+                    "programs": programs, "exe_features_from": str(src)}
+            summary[split] = {**_write_pieces(out, split, pieces, meta), "left_out": dropped}
+            log(f"{split}: {summary[split]}")
+    return summary
+
+
+def _compile_features(worker, corpus, driver, prog: dict, c: dict) -> tuple[str, Any, Any]:
+    """(reason to leave the program out or "", original's features, (C, F) candidates' features)."""
+    from shlo_env.runners import CandidateError
+
+    try:
+        program = corpus.load(prog["uri"])
+        augmented = driver.augment(program)
+        alts = driver.list_alternatives(augmented)
+        if [list(a.labels) for a in alts] != [list(x) for x in prog["labels"]]:
+            return "the patterns changed since the build", None, None
+        orig_text = worker.optimized_hlo(program.text())
+        by_group: dict[int, np.ndarray] = {}
+        for vec, group in zip(c["decisions"], c["group"]):
+            if int(group) not in by_group:
+                text = worker.optimized_hlo(driver.apply(augmented, [int(x) for x in vec]).text())
+                if int(group) == 0 and text != orig_text:
+                    return "group 0 no longer compiles to the original's executable", None, None
+                by_group[int(group)] = hlo_features.features(text)
+        return "", hlo_features.features(orig_text), np.stack([by_group[int(g)] for g in c["group"]])
+    except (CandidateError, hlo_features.HloParseError, OSError, ValueError) as e:
+        return f"{type(e).__name__}: {str(e)[:80]}", None, None
 
 
 _NODE_ARRAYS = ("node_features", "node_opcode", "node_alt", "node_choice", "orig_live")
 _EDGE_ARRAYS = ("edge_src", "edge_dst")
-_PROGRAM_ARRAYS = ("orig_flops", "orig_bytes", "prog_noise", "prog_load")
+_PROGRAM_ARRAYS = ("orig_flops", "orig_bytes", "prog_noise", "prog_load", "orig_exe")
 
 
 # --- loading ------------------------------------------------------------------------------------
@@ -494,7 +586,8 @@ class Split:
                 "transcendentals": a["cand_transcendentals"][idx], "live": live,
                 "confirm_ratio": a["cand_confirm_ratio"][idx] if "cand_confirm_ratio" in a else np.full(len(idx), np.nan),
                 "noise": np.full(len(idx), a["prog_noise"][p] if "prog_noise" in a else np.nan),
-                "group": a["cand_group"][idx] if "cand_group" in a else -1 - np.arange(len(idx))}
+                "group": a["cand_group"][idx] if "cand_group" in a else -1 - np.arange(len(idx)),
+                "exe": a["cand_exe"][idx] if "cand_exe" in a else np.full((len(idx), len(hlo_features.FEATURES)), np.nan)}
 
     def graph(self, p: int):
         """The `shlo_env.observe.Graph` of program p's augmented program (recomputed from its URI)."""

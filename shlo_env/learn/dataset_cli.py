@@ -1,4 +1,4 @@
-"""`shlo-env dataset build|export`: the measurement dataset for learned cost models (docs/learned.md)."""
+"""`shlo-env dataset build|export|merge|exe-features`: the measurement dataset for learned cost models (docs/learned.md)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,10 @@ def add_arguments(p) -> None:
     m = sub.add_parser("merge", help="join exports (a dataset grown by a later build) into one directory")
     m.add_argument("sources", nargs="+", help="exported dataset directories, earliest first")
     m.add_argument("--out", required=True)
+    x = sub.add_parser("exe-features", help="re-export a dataset with its executables' features (format 4): "
+                                            "compiles one vector per executable, times nothing")
+    x.add_argument("source", help="an exported dataset directory (format 3)")
+    x.add_argument("--out", required=True)
 
 
 def run(args) -> int:
@@ -42,6 +46,8 @@ def run(args) -> int:
                                 runs=args.runs, min_seconds=args.min_seconds, seed=args.seed,
                                 rounds=args.rounds, pool=args.pool, ties=args.ties,
                                 skip_programs=args.skip_programs)
+        elif args.action == "exe-features":
+            out = dataset.add_executable_features(args.source, args.out)
         elif args.action == "merge":
             out = dataset.merge(args.out, args.sources)
         else:

@@ -29,6 +29,13 @@ def add_arguments(p) -> None:
                    help="train on the pairs the metrics count: labels apart by more than the program's noise")
     t.add_argument("--no-early-stopping", dest="early_stopping", action="store_false",
                    help="return the last step instead of the one with the best validation tau")
+    x = sub.add_parser("train-exe", help="fit the executable model (linear over hlo_features; the learned "
+                                         "strategy's second stage) on the train and val splits")
+    x.add_argument("--data", required=True, help="an exported dataset directory with executable features (format 4)")
+    x.add_argument("--out", default=None, help="weights file (.npz); default: the one shipped in the package")
+    x.add_argument("--l2", type=float, default=None, help="default: exe_model.DEFAULT_L2 (chosen with `learn cv "
+                                                          "--model executable`)")
+    x.add_argument("--train-only", action="store_true", help="fit on the train split alone")
     pol = sub.add_parser("policy", help="train a REINFORCE policy on the gym env; evaluate it, pick-first and "
                                         "random on held-out sub-graphs (shlo_env/learn/policy.py)")
     pol.add_argument("--programs", default="inst-10-20")
@@ -49,9 +56,12 @@ def add_arguments(p) -> None:
     cv.add_argument("--tie-weight", type=float, default=1.0)
     cv.add_argument("--noise-gaps", action="store_true")
     cv.add_argument("--seed", type=int, default=0)
+    cv.add_argument("--model", choices=["graph", "executable"], default="graph",
+                    help="graph: the graph network per training step; executable: the executable model per l2")
     e = sub.add_parser("eval", help="Kendall tau / OPA per split vs XLA cost analysis and the roofline")
     e.add_argument("--data", required=True)
     e.add_argument("--weights", default=None, help="default: the weights shipped in the package")
+    e.add_argument("--exe-weights", default=None, help="the executable model's; default: the shipped ones")
 
 
 def baseline_scores(c: dict) -> dict[str, np.ndarray]:
@@ -64,9 +74,14 @@ def baseline_scores(c: dict) -> dict[str, np.ndarray]:
     return {"xla_cost_analysis": np.nan_to_num(xla, nan=np.inf), "roofline": roof}
 
 
-def evaluate(data: str, weights=None) -> dict:
+def evaluate(data: str, weights=None, exe_weights=None) -> dict:
+    """Per split: the graph network ("learned"), the executable model where the data has
+    executable features ("learned_executable"), and the analytic baselines, on the same programs."""
+    from shlo_env.learn import exe_model
+
     params, norm, info = model.load(weights)
-    out = {"weights": info}
+    exe = exe_model.load(exe_weights)
+    out = {"weights": info, "exe_weights": exe.info}
     for name in dataset.SPLITS:
         try:
             split = dataset.load(data, name)
@@ -78,6 +93,8 @@ def evaluate(data: str, weights=None) -> dict:
         batch = model.batch_from_split(split)
         pred = model.predict(params, norm, batch)
         by: dict[str, list] = {"learned": [], "xla_cost_analysis": [], "roofline": []}
+        if "cand_exe" in split.arrays:
+            by["learned_executable"] = []
         gaps = []
         for p in range(len(split)):
             c = split.candidates(p)
@@ -85,6 +102,9 @@ def evaluate(data: str, weights=None) -> dict:
             gaps.append(metrics.noise_gap(float(c["noise"][0]) if len(c["noise"]) else math.nan))
             mine = (batch.copy_program == p) & ~batch.copy_is_original
             by["learned"].append((pred[mine], truth))
+            if "learned_executable" in by:  # a candidate without features ranks last
+                by["learned_executable"].append((np.nan_to_num(exe.scores(c["exe"]) + np.where(
+                    np.isfinite(c["exe"]).all(axis=1), 0.0, np.inf), nan=np.inf), truth))
             for k, s in baseline_scores(c).items():
                 by[k].append((s, truth))
         out[name] = {k: metrics.per_program(v, gaps) for k, v in by.items()}
@@ -93,6 +113,24 @@ def evaluate(data: str, weights=None) -> dict:
 
 
 def run(args) -> int:
+    try:
+        return _run(args)
+    except (dataset.DatasetError, FileNotFoundError, ValueError) as e:
+        print(f"error: {e}")
+        return 2
+
+
+def _run(args) -> int:
+    if args.action == "train-exe":
+        from shlo_env.learn import exe_model
+
+        names = ("train",) if args.train_only else ("train", "val")
+        progs = [p for n in names for p in exe_model.programs_of(dataset.load(args.data, n))]
+        l2 = exe_model.DEFAULT_L2 if args.l2 is None else args.l2
+        m = exe_model.fit(progs, l2, info={"data": str(args.data), "splits": list(names)})
+        m.save(args.out or exe_model.WEIGHTS)
+        print(json.dumps(m.info, indent=1))
+        return 0
     if args.action == "train":
         train = dataset.load(args.data, "train")
         started = time.perf_counter()
@@ -128,12 +166,18 @@ def run(args) -> int:
                                 seeds=args.seeds, eval_seeds=args.eval_seeds)
         print(json.dumps(out, indent=1))
         return 0
+    if args.action == "cv" and args.model == "executable":
+        from shlo_env.learn import exe_model
+
+        progs = [p for n in ("train", "val") for p in exe_model.programs_of(dataset.load(args.data, n))]
+        print(json.dumps(exe_model.cross_validate(progs, fold_of, args.folds), indent=1))
+        return 0
     if args.action == "cv":
         print(json.dumps(cross_validate(args.data, folds=args.folds, steps=args.steps, seed=args.seed,
                                         weight_decay=args.weight_decay, tie_weight=args.tie_weight,
                                         noise_gaps=args.noise_gaps, log=print), indent=1))
         return 0
-    print(json.dumps(evaluate(args.data, args.weights), indent=1))
+    print(json.dumps(evaluate(args.data, args.weights, args.exe_weights), indent=1))
     return 0
 
 

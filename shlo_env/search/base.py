@@ -391,6 +391,10 @@ class SearchContext:
     def cost(self, state: State) -> dict:
         return self.evaluator.cost(state.program, state.passes, hash=state.hash)
 
+    def executable_features(self, state: State):
+        """`learn.hlo_features` of the state's executable (a compile, no timing), or None."""
+        return self.evaluator.executable_features(state.program, state.passes, hash=state.hash)
+
     def improves(self, ev: Evaluation, than: float = 1.0) -> bool:
         """Faster than `than` by more than the noise threshold."""
         return ev.ok and ev.ratio < than * self.threshold

@@ -17,6 +17,7 @@ import collections
 import dataclasses
 import math
 import time
+from typing import Any
 
 import numpy as np
 
@@ -91,6 +92,7 @@ class EvaluatorStats:
     executable_hits: int = 0  # timings reused: the state compiled to an executable already timed
     retimed: int = 0
     costed: int = 0  # cost analyses (a compile, no run)
+    featured: int = 0  # executables read for their features (a compile, no run)
     # how many times each state key was verified / timed: every count is 1 (tests check it)
     verifications: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     timings: collections.Counter = dataclasses.field(default_factory=collections.Counter)
@@ -153,6 +155,7 @@ class Evaluator:
         self.cache: dict[str, Evaluation] = {}
         self._abandoned: set[str] = set()  # state keys whose verification the hard deadline cut
         self.costs: dict[str, dict] = {}
+        self.exe_features: dict[str, Any] = {}  # state key -> hlo_features vector (or None)
         self.reuse_executables = reuse_executables
         self.executables: dict[str, Evaluation] = {}  # fingerprint of optimized HLO -> timed state
         self._original_fingerprint_done = False
@@ -412,6 +415,20 @@ class Evaluator:
         if ev is not None:
             ev.cost = c
         return c
+
+    def executable_features(self, program: Program, passes=(), hash: str | None = None):  # noqa: A002
+        """`learn.hlo_features` of the state's executable (one compile, no run); None when XLA
+        rejects the program or its HLO cannot be read. Cached by state key."""
+        from shlo_env.learn import hlo_features
+
+        key = state_key(hash or dag_hash(program), normalize(passes))
+        if key not in self.exe_features:
+            self.stats.featured += 1
+            try:
+                self.exe_features[key] = hlo_features.features(self.optimized_hlo(program, passes))
+            except (CandidateError, hlo_features.HloParseError):
+                self.exe_features[key] = None
+        return self.exe_features[key]
 
     def optimized_hlo(self, program: Program, passes=()) -> str:
         """XLA's optimized HLO of a state (canonical text): did disabling a pass change anything?"""

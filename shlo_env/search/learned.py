@@ -2,10 +2,16 @@
 
 The cost-model strategy's loop (candidates of the current state, rank, time only a few, move to
 the fastest timed one if it beats the state beyond noise), with the ranking from the learned
-graph network instead of XLA's cost analysis: no compile at all to rank. The model sees the
-augmented program and each vector's live nodes, so only rewrite decisions are ranked (vectors
-that disable XLA passes are not offered). Estimates are exp(score): their ratio to the current
-state's is the model's predicted runtime ratio.
+model instead of XLA's cost analysis. The model sees the augmented program and each vector's
+live nodes, so only rewrite decisions are ranked (vectors that disable XLA passes are not
+offered). Estimates are exp(score): their ratio to the current state's is the model's predicted
+runtime ratio.
+
+A cascade, cheapest first: the graph network ranks every candidate without compiling; the
+`compile_k` best-ranked children and the probes are then compiled (no run) and ranked again by
+the executable model (`learn.exe_model`, over `learn.hlo_features` of XLA's optimized HLO),
+and only those can be timed on its word (`compile_k=0`: the graph network alone). A child
+timed later reuses the executable compiled here.
 
 What is timed at each step:
 - the `top_k` candidates the model predicts faster than the current state (by
@@ -24,18 +30,20 @@ What is timed at each step:
   graph, a loop body counted once, so they cannot see a change in how often ops run. A probe
   that XLA compiles to an executable already timed (often the original's) costs a compile,
   no timing.
-Weights: the ones shipped in the package unless `weights=` names another .npz.
+Weights: the ones shipped in the package unless `weights=` (graph network) or `exe_weights=`
+(executable model) names another .npz.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import time
 
 import numpy as np
 
 from shlo_env import observe
-from shlo_env.learn import model
+from shlo_env.learn import exe_model, model
 from shlo_env.search.base import SearchContext, State, interleave, pick_first_vector, register_strategy
 from shlo_env.search.cost_model import CostModel
 
@@ -49,10 +57,15 @@ class Learned(CostModel):
     name = "learned"
 
     def __init__(self, top_k: int = 1, max_candidates: int = 24, min_predicted_gain: float = 0.01,
-                 probes: int = 4, unsure: float | None = None, weights=None):
+                 probes: int = 4, unsure: float | None = None, weights=None, compile_k: int = 4,
+                 exe_weights=None, compile_share: float = 0.5):
         super().__init__(top_k=top_k, max_candidates=max_candidates, min_predicted_gain=min_predicted_gain,
                          pass_prob=0.0)
         self.probes = probes
+        self.compile_k = compile_k
+        self.exe_weights = exe_weights
+        self.compile_share = compile_share
+        self._exe: exe_model.ExeModel | None = None
         self.unsure = unsure
         self.weights = weights
         self._model: tuple | None = None
@@ -104,7 +117,48 @@ class Learned(CostModel):
         est = np.exp(s - s[0])  # relative to the current state: a predicted runtime ratio
         prior = model.predicted_scores(g, vectors, self._state(), corrected=False)
         self._prior = [float(e) for e in np.exp(prior - prior[0])[1:]]
-        return 1.0, [float(e) for e in est[1:]]
+        compiled = self._with_executables(ctx, exp, children, s)
+        return 1.0, [float(e) for e in (compiled if compiled is not None else est)[1:]]
+
+    def _with_executables(self, ctx: SearchContext, exp, children: list, static: np.ndarray) -> np.ndarray | None:
+        """Predicted ratios from the executable model (`learn.exe_model`) for the state, the
+        `compile_k` children the graph network ranks best and the probes: each is compiled (no
+        run; a child timed later reuses the executable). Children not compiled get +inf: only
+        compiled ones are timed on the model's word (probes aside). Probes that touch
+        `BLIND_OPS` are timed anyway, so they are not compiled here, and compiling stops once
+        it has used `compile_share` of the time left (a large program's compiles must not eat
+        the budget its timings need). None (the graph network's ranking stands) when `compile_k`
+        is 0, the state does not compile or no child could be compiled in time."""
+        if self.compile_k <= 0 or not children:
+            return None
+        state_features = ctx.executable_features(exp.state)
+        if state_features is None:
+            return None
+        g = self._graph if self._graph is not None else observe.graph(exp.augmented, uids=False)
+        probes = {tuple(v) for v in self._probe_vectors(exp, ctx) if not self._blind(g, v)}
+        order = [int(i) for i in np.argsort(static[1:], kind="stable")]  # the graph network's best first
+        chosen = set(order[:self.compile_k]) | {i for i, (vec, _) in enumerate(children) if tuple(vec) in probes}
+        stop_at = time.perf_counter() + self.compile_share * ctx.time_left()
+        rows, idx = [state_features], [0]
+        for i in (i for i in order if i in chosen):
+            if time.perf_counter() > stop_at:
+                break
+            f = ctx.executable_features(children[i][1])
+            if f is not None:
+                rows.append(f)
+                idx.append(i + 1)
+        self.info["compiled"] = self.info.get("compiled", 0) + len(idx) - 1
+        if len(idx) == 1:
+            return None  # no time left to compile a child: the graph network's ranking stands
+        s = self._exe_model().scores(np.stack(rows))
+        out = np.full(len(children) + 1, np.inf)
+        out[idx] = np.exp(s - s[0])
+        return out
+
+    def _exe_model(self) -> exe_model.ExeModel:
+        if self._exe is None:
+            self._exe = exe_model.load(self.exe_weights)
+        return self._exe
 
     def to_time(self, ctx: SearchContext, exp, children: list, ests: list[float],
                 state_est: float) -> list[tuple[float, State]]:

@@ -1,0 +1,167 @@
+"""A linear ranking model over the features of each candidate's executable (`hlo_features`).
+
+The graph network (`model`) reads the program the rewrites produce; this model reads what XLA
+compiles it to: kernels, bytes they move, work in fusions, loop trip counts. It is the learned
+strategy's second stage: a candidate costs one compile (no run) to be ranked here.
+
+    score = w . (log(1 + f) - mean) / std        f: hlo_features of the executable
+
+Lower is faster; score differences within a program are its predicted log runtime ratios (up
+to the scale a ranking loss leaves free). Fitted by L-BFGS on the pairwise logistic loss over
+pairs of one program whose labels differ by more than the program's noise gap (as the metrics
+count them), each program weighing the same, plus `l2` x |w|^2: a convex problem, so there is
+no step count or seed to choose, only `l2` (`learn cv --model executable` compares values).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from shlo_env.learn import hlo_features
+
+WEIGHTS = Path(__file__).parent / "exe_weights.npz"
+DEFAULT_L2 = 1e-3
+
+
+def inputs(features: np.ndarray) -> np.ndarray:
+    """The model's input from raw `hlo_features` rows: log(1 + x), 0 where unknown (NaN)."""
+    return np.log1p(np.maximum(np.nan_to_num(np.asarray(features, np.float64), nan=0.0), 0.0))
+
+
+@dataclass
+class ExeModel:
+    w: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+    features: tuple[str, ...] = hlo_features.FEATURES
+    info: dict = field(default_factory=dict)
+
+    def scores(self, features: np.ndarray) -> np.ndarray:
+        """(C,) predicted log runtime (up to a per-program constant) of raw feature rows (C, F)."""
+        return ((inputs(features) - self.mean) / self.std) @ self.w
+
+    def save(self, path) -> Path:
+        np.savez_compressed(path, w=self.w, mean=self.mean, std=self.std, features=np.asarray(self.features),
+                            info=np.asarray(json.dumps(self.info)))
+        return Path(path)
+
+
+def load(path=None) -> ExeModel:
+    """The weights written by `ExeModel.save` (default: those shipped in the package). Weights
+    for another feature list than this code's are refused: their columns would mean other things."""
+    path = Path(path) if path is not None else WEIGHTS
+    if not path.exists():
+        raise FileNotFoundError(f"no executable-model weights at {path} (train with `shlo-env learn train-exe`)")
+    with np.load(path) as z:
+        m = ExeModel(z["w"], z["mean"], z["std"], tuple(str(x) for x in z["features"]), json.loads(str(z["info"])))
+    if m.features != hlo_features.FEATURES:
+        raise ValueError(f"{path}: weights for the features {list(m.features)}, this code computes "
+                         f"{list(hlo_features.FEATURES)}; retrain with `shlo-env learn train-exe`")
+    return m
+
+
+_SHIPPED: ExeModel | None = None
+
+
+def shipped() -> ExeModel:
+    global _SHIPPED
+    if _SHIPPED is None:
+        _SHIPPED = load()
+    return _SHIPPED
+
+
+@dataclass
+class Program:
+    """One program's candidates for training or scoring: raw features (C, F), labels, noise gap."""
+    features: np.ndarray
+    labels: np.ndarray
+    gap: float
+    source: str = ""
+
+
+def programs_of(split) -> list[Program]:
+    """The programs of a dataset split (format 4: with `cand_exe`) that have features for
+    every candidate."""
+    from shlo_env.learn import dataset, metrics
+
+    if "cand_exe" not in split.arrays:
+        raise dataset.DatasetError(f"split {split.name!r} has no executable features (format "
+                                   f"{split.meta.get('format_version')}); add them with `shlo-env dataset exe-features`")
+    out = []
+    for p in range(len(split)):
+        c = split.candidates(p)
+        if len(c["exe"]) and np.isfinite(c["exe"]).all():
+            noise = float(c["noise"][0]) if len(c["noise"]) else math.nan
+            out.append(Program(c["exe"], dataset.label(c), metrics.noise_gap(noise), split.programs[p]["source"]))
+    return out
+
+
+def _pairs(programs: Sequence[Program]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(inputs of every candidate, the same centred per program, faster index, slower index,
+    pair weight): a program's pairs share weight 1."""
+    xs, centred, fast, slow, weight = [], [], [], [], []
+    offset = 0
+    for prog in programs:
+        log_label = np.log(prog.labels)
+        i, j = np.nonzero(log_label[:, None] + prog.gap < log_label[None, :])
+        if len(i):
+            fast.append(i + offset)
+            slow.append(j + offset)
+            weight.append(np.full(len(i), 1.0 / len(i)))
+        xs.append(inputs(prog.features))
+        centred.append(xs[-1] - xs[-1].mean(axis=0))
+        offset += len(prog.labels)
+    if not fast:
+        raise ValueError("no candidate pairs apart by more than the noise: nothing to rank")
+    return (np.concatenate(xs), np.concatenate(centred), np.concatenate(fast), np.concatenate(slow),
+            np.concatenate(weight))
+
+
+def fit(programs: Sequence[Program], l2: float = DEFAULT_L2, info: dict | None = None) -> ExeModel:
+    from scipy.optimize import minimize
+
+    x, centred, fast, slow, weight = _pairs(programs)
+    # scaled by how much a feature varies within a program (what ranking sees), not across programs
+    mean, std = x.mean(axis=0), np.sqrt((centred ** 2).mean(axis=0)) + 1e-3
+    diff = ((x[fast] - mean) / std) - ((x[slow] - mean) / std)
+    total = weight.sum()
+
+    def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
+        margin = diff @ w  # want score(faster) < score(slower): a negative margin
+        value = float(np.logaddexp(0.0, margin) @ weight) / total + l2 * float(w @ w)
+        grad = diff.T @ (weight / (1.0 + np.exp(-margin))) / total + 2 * l2 * w
+        return value, grad
+
+    result = minimize(loss, np.zeros(x.shape[1]), jac=True, method="L-BFGS-B")
+    return ExeModel(result.x, mean, std, info={"l2": l2, "programs": len(programs), "pairs": int(len(fast)),
+                                                "final_loss": float(result.fun), **(info or {})})
+
+
+def quality(m: ExeModel, programs: Sequence[Program]) -> dict:
+    from shlo_env.learn import metrics
+
+    return metrics.per_program([(m.scores(p.features), p.labels) for p in programs], [p.gap for p in programs])
+
+
+def cross_validate(programs: Sequence[Program], fold_of, folds: int = 3,
+                   l2s: Sequence[float] = (1e-4, 1e-3, 1e-2, 1e-1)) -> dict:
+    """Held-out `tau_above_noise` per l2, per fold and averaged, each fold holding out the
+    programs of a share of the sources (`fold_of(source, folds)`)."""
+    out: dict = {}
+    for l2 in l2s:
+        taus = []
+        for k in range(folds):
+            inside = [p for p in programs if fold_of(p.source, folds) != k]
+            held = [p for p in programs if fold_of(p.source, folds) == k]
+            if not inside or not held:
+                raise ValueError(f"fold {k} of {folds} holds out {len(held)} of {len(programs)} programs: "
+                                 f"too few sources for {folds} folds")
+            taus.append(quality(fit(inside, l2), held)["tau_above_noise"])
+        out[str(l2)] = {"folds": taus, "mean": float(np.mean(taus))}
+    return out

@@ -1,0 +1,65 @@
+"""learn.exe_model: the linear ranking model over executable features (the learned strategy's
+second stage), its weights file and its cross-validation."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shlo_env.learn import dataset, exe_model, hlo_features, learn_cli
+
+DATA = Path(__file__).parent.parent / "data"
+KERNELS, BYTES = hlo_features.INDEX["kernels"], hlo_features.INDEX["bytes_in"]
+
+
+def planted(seed: int, programs: int = 100) -> list[exe_model.Program]:
+    """Programs whose runtime is set by their kernels and bytes read; other features are noise."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(programs):
+        f = rng.uniform(1, 1000, size=(6, len(hlo_features.FEATURES)))
+        runtime = 0.7 * np.log1p(f[:, KERNELS]) + 0.3 * np.log1p(f[:, BYTES])
+        out.append(exe_model.Program(f, np.exp(runtime - runtime.mean()), 0.02, f"src{i % 20}"))
+    return out
+
+
+def test_fit_finds_the_features_that_set_the_runtime():
+    m = exe_model.fit(planted(0))
+    assert exe_model.quality(m, planted(1))["tau_above_noise"] > 0.9  # held-out programs, ordered
+    top = np.argsort(-np.abs(m.w))[:2]
+    assert set(top) == {KERNELS, BYTES} and (m.w[top] > 0).all()  # more of either: slower
+
+
+def test_weights_round_trip_and_refuse_another_feature_list(tmp_path):
+    m = exe_model.fit(planted(0))
+    f = planted(2)[0].features
+    back = exe_model.load(m.save(tmp_path / "w.npz"))
+    assert np.allclose(back.scores(f), m.scores(f)) and back.info["l2"] == exe_model.DEFAULT_L2
+    other = exe_model.ExeModel(m.w[:-1], m.mean[:-1], m.std[:-1], hlo_features.FEATURES[:-1])
+    with pytest.raises(ValueError, match="retrain"):
+        exe_model.load(other.save(tmp_path / "old.npz"))
+    with pytest.raises(FileNotFoundError):
+        exe_model.load(tmp_path / "missing.npz")
+
+
+def test_a_dataset_without_executable_features_is_a_clear_error():
+    with pytest.raises(dataset.DatasetError, match="exe-features"):
+        exe_model.programs_of(dataset.load(DATA / "learned-v4", "test"))
+
+
+def test_cross_validation_reports_each_l2_per_fold():
+    out = exe_model.cross_validate(planted(0), learn_cli.fold_of, folds=2, l2s=(1e-3, 1.0))
+    assert set(out) == {"0.001", "1.0"}
+    assert all(len(v["folds"]) == 2 and -1 <= v["mean"] <= 1 for v in out.values())
+    assert out["0.001"]["mean"] > 0.8  # a fold trains on as few as 20 programs
+    with pytest.raises(ValueError, match="too few sources"):
+        exe_model.cross_validate(planted(0)[:1], learn_cli.fold_of, folds=2)
+
+
+def test_shipped_weights_rank_the_held_out_test_split_better_than_the_roofline():
+    """The shipped executable model never saw the test split (fitted on train and val)."""
+    m = exe_model.shipped()
+    assert m.info["splits"] == ["train", "val"]
+    report = learn_cli.evaluate(str(DATA / "learned-v5"))["test"]
+    assert report["learned_executable"]["programs"] == report["roofline"]["programs"] > 100
+    assert report["learned_executable"]["tau_above_noise"] > report["roofline"]["tau_above_noise"]

@@ -1,0 +1,75 @@
+"""learn.hlo_features: what it reads from XLA's optimized HLO of real compiled programs."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from shlo_env import runtime
+from shlo_env.import_ import lower
+from shlo_env.learn import hlo_features as H
+
+
+def hlo_of(fn, *args) -> str:
+    return runtime.optimized_hlo(runtime.compile(lower(fn, *args)))
+
+
+def feature(text: str, name: str) -> float:
+    return float(H.features(text)[H.INDEX[name]])
+
+
+X = np.ones((64, 128), np.float32)
+
+
+def test_an_elementwise_chain_is_one_kernel_reading_its_input_and_writing_its_output():
+    text = hlo_of(lambda x: jnp.tanh(x * 2.0 + 1.0), X)
+    assert feature(text, "kernels") == 1
+    assert feature(text, "bytes_in") == X.nbytes
+    assert feature(text, "bytes_out") == X.nbytes
+    assert feature(text, "transcendental") == X.size
+    assert feature(text, "roofline_us") > H.LAUNCH_US
+
+
+def test_dot_flops_are_two_m_n_k():
+    a, b = np.ones((32, 48), np.float32), np.ones((48, 16), np.float32)
+    assert feature(hlo_of(jnp.dot, a, b), "dot_flops") == 2 * 32 * 16 * 48
+
+
+def test_a_loop_body_counts_once_per_known_trip():
+    def loop(trips):
+        return lambda x: jax.lax.fori_loop(0, trips, lambda i, v: jnp.sin(v) * 1.5, x)
+
+    four, eight = hlo_of(loop(4), X), hlo_of(loop(8), X)
+    assert feature(four, "n_while") == feature(eight, "n_while") == 1
+    assert feature(eight, "transcendental") == 2 * feature(four, "transcendental") == 8 * X.size
+    assert feature(eight, "unknown_trips") == 0
+
+
+def test_a_data_dependent_loop_is_counted_once_and_flagged():
+    text = hlo_of(lambda x: jax.lax.while_loop(lambda v: v.sum() < 1e6, lambda v: v * 2.0, x), X)
+    assert feature(text, "unknown_trips") == 1
+    assert feature(text, "n_while") == 1
+
+
+def test_an_op_xla_cannot_fuse_splits_the_work_into_more_kernels_and_bytes():
+    fused = hlo_of(lambda x: x * 3.0 + 1.0, X)
+    split = hlo_of(lambda x: jnp.sort(x * 3.0, axis=1) + 1.0, X)
+    assert feature(split, "n_sort") == 1
+    assert feature(split, "kernels") > feature(fused, "kernels")
+    assert feature(split, "bytes_in") > feature(fused, "bytes_in")
+
+
+def test_layouts_that_are_not_row_major_count_as_strided():
+    assert H.strided_bytes("f32[32,16]{0,1}") == 32 * 16 * 4
+    assert H.strided_bytes("f32[32,16]{1,0} f16[8]{0}") == 0
+
+
+def test_text_that_is_not_hlo_is_a_clear_error():
+    with pytest.raises(H.HloParseError, match="ENTRY"):
+        H.features("module { func.func @main() }")
+    with pytest.raises(H.HloParseError, match="unreadable"):
+        H.features("ENTRY {\n  this is not an instruction\n}")
+
+
+def test_every_named_feature_has_one_slot():
+    assert len(H.FEATURES) == len(set(H.FEATURES)) == len(H.INDEX)
