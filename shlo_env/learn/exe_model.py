@@ -6,8 +6,8 @@ strategy's second stage: a candidate costs one compile (no run) to be ranked her
 
     score = w . (log(1 + f) - mean) / std        f: hlo_features of the executable
 
-Lower is faster; score differences within a program are its predicted log runtime ratios (up
-to the scale a ranking loss leaves free). Fitted by L-BFGS on the pairwise logistic loss over
+Lower is faster; score differences within a program are its predicted log runtime ratios (the
+scale the ranking loss leaves free is set afterwards by least squares, `calibration`). Fitted by L-BFGS on the pairwise logistic loss over
 pairs of one program whose labels differ by more than the program's noise gap (as the metrics
 count them), each program weighing the same, plus `l2` x |w|^2: a convex problem, so there is
 no step count or seed to choose, only `l2` (`learn cv --model executable` compares values).
@@ -43,8 +43,11 @@ class ExeModel:
     info: dict = field(default_factory=dict)
 
     def scores(self, features: np.ndarray) -> np.ndarray:
-        """(C,) predicted log runtime (up to a per-program constant) of raw feature rows (C, F)."""
-        return ((inputs(features) - self.mean) / self.std) @ self.w
+        """(C,) predicted log runtime (up to a per-program constant) of raw feature rows (C, F).
+        Equal rows (one executable) get bitwise equal scores: a matrix product can round
+        equal rows differently, which would break exact ties at random."""
+        rows, which = np.unique(np.asarray(features, np.float64), axis=0, return_inverse=True)
+        return (((inputs(rows) - self.mean) / self.std) @ self.w)[which.reshape(-1)]
 
     def save(self, path) -> Path:
         np.savez_compressed(path, w=self.w, mean=self.mean, std=self.std, features=np.asarray(self.features),
@@ -139,8 +142,25 @@ def fit(programs: Sequence[Program], l2: float = DEFAULT_L2, info: dict | None =
         return value, grad
 
     result = minimize(loss, np.zeros(x.shape[1]), jac=True, method="L-BFGS-B")
-    return ExeModel(result.x, mean, std, info={"l2": l2, "programs": len(programs), "pairs": int(len(fast)),
-                                                "final_loss": float(result.fun), **(info or {})})
+    m = ExeModel(result.x, mean, std)
+    scale = calibration(m, programs)
+    m.w = m.w * scale
+    m.info = {"l2": l2, "programs": len(programs), "pairs": int(len(fast)), "final_loss": float(result.fun),
+              "calibration": scale, **(info or {})}
+    return m
+
+
+def calibration(m: ExeModel, programs: Sequence[Program]) -> float:
+    """The factor that turns score differences into log runtime ratios: the least-squares slope
+    of the measured log labels on the scores, both centred per program (the ranking loss
+    leaves the scale free; the learned strategy compares predictions with its noise band).
+    Positive, so the order is kept; 1e-3 when the scores do not correlate with the labels."""
+    num = den = 0.0
+    for prog in programs:
+        s, y = m.scores(prog.features), np.log(prog.labels)
+        s, y = s - s.mean(), y - y.mean()
+        num, den = num + float(s @ y), den + float(s @ s)
+    return max(num / den, 1e-3) if den > 0 else 1.0
 
 
 def quality(m: ExeModel, programs: Sequence[Program]) -> dict:
