@@ -73,3 +73,12 @@ def test_text_that_is_not_hlo_is_a_clear_error():
 
 def test_every_named_feature_has_one_slot():
     assert len(H.FEATURES) == len(set(H.FEATURES)) == len(H.INDEX)
+
+
+def test_a_conditional_counts_the_mean_of_its_branches():
+    def f(x, p):
+        return jax.lax.cond(p > 0, lambda v: jnp.sin(v) * 2.0, lambda v: jnp.cos(v) + 1.0, x)
+
+    text = hlo_of(f, X, np.float32(1.0))
+    assert "conditional" in text
+    assert feature(text, "transcendental") == X.size  # one sine or one cosine, not both

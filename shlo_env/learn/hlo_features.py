@@ -132,8 +132,29 @@ def _block(lines: list[str], i: int, indent: int) -> tuple[list[Instr], int]:
             attrs = lines[i].strip()[1:]  # after the closing brace: `, body=` or `, backend_config=...`
             ins.attrs += attrs
             i += 1
+            if attrs.rstrip().endswith("={"):  # a list of them: `branch_computations={ {...}, {...} }`
+                i = _computation_list(lines, i, indent, ins)
+                attrs = ins.attrs
+        if attrs.rstrip().endswith("={"):
+            i = _computation_list(lines, i, indent, ins)
         out.append(ins)
     return out, i
+
+
+def _computation_list(lines: list[str], i: int, indent: int, ins: Instr) -> int:
+    """Read `{ ... },` computations up to the list's closing brace into `ins.bodies`; returns
+    the index after that brace (whose trailing attributes go to `ins.attrs`)."""
+    while i < len(lines) and lines[i].strip() == "{":
+        nested, i = _block(lines, i + 1, indent + 2)
+        ins.bodies.append(nested)
+        closing = lines[i].strip()
+        i += 1
+        if closing != "},":
+            break
+    if i >= len(lines) or not lines[i].strip().startswith("}"):
+        raise HloParseError(f"unclosed list of computations after: {ins.op}")
+    ins.attrs += lines[i].strip()[1:]
+    return i + 1
 
 
 def _kind(ins: Instr) -> str:
@@ -195,9 +216,9 @@ def _control(body: list[Instr], f: np.ndarray, times: float) -> None:
                 _control(nested, f, times * trips)
             f[INDEX["n_while"]] += times
             continue
-        if ins.op in ("conditional", "call"):
+        if ins.op in ("conditional", "call"):  # a conditional runs one branch: their mean
             for nested in ins.bodies:
-                _control(nested, f, times)
+                _control(nested, f, times / len(ins.bodies))
             continue
         f[INDEX["kernels"]] += times
         f[INDEX["bytes_in"]] += nbytes(ins.operands) * times
