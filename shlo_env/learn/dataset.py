@@ -498,7 +498,6 @@ def add_executable_features(src: str | os.PathLike, out_dir: str | os.PathLike, 
     other alternatives than at its build is left out (its vectors mean something else), and so
     is one whose group 0 no longer compiles to the original's executable, or whose candidates
     fail to compile. For exports built before format 4; nothing is timed."""
-    from shlo_env import corpus, driver
     from shlo_env.worker import Worker
 
     out = Path(out_dir)
@@ -510,7 +509,7 @@ def add_executable_features(src: str | os.PathLike, out_dir: str | os.PathLike, 
             programs: list[dict] = []
             dropped: dict[str, int] = {}
             for p, prog in enumerate(part.programs):
-                why, orig, cand = _compile_features(worker, corpus, driver, prog, part.candidates(p))
+                why, orig, cand = _compile_features(worker, prog, part.candidates(p))
                 if why:
                     dropped[why] = dropped.get(why, 0) + 1
                     log(f"{split} {prog['uri']}: left out ({why})")
@@ -524,8 +523,9 @@ def add_executable_features(src: str | os.PathLike, out_dir: str | os.PathLike, 
     return summary
 
 
-def _compile_features(worker, corpus, driver, prog: dict, c: dict) -> tuple[str, Any, Any]:
+def _compile_features(worker, prog: dict, c: dict) -> tuple[str, Any, Any]:
     """(reason to leave the program out or "", original's features, (C, F) candidates' features)."""
+    from shlo_env import corpus, driver
     from shlo_env.runners import CandidateError
 
     try:

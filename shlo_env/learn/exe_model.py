@@ -7,10 +7,11 @@ strategy's second stage: a candidate costs one compile (no run) to be ranked her
     score = w . (log(1 + f) - mean) / std        f: hlo_features of the executable
 
 Lower is faster; score differences within a program are its predicted log runtime ratios (the
-scale the ranking loss leaves free is set afterwards by least squares, `calibration`). Fitted by L-BFGS on the pairwise logistic loss over
-pairs of one program whose labels differ by more than the program's noise gap (as the metrics
-count them), each program weighing the same, plus `l2` x |w|^2: a convex problem, so there is
-no step count or seed to choose, only `l2` (`learn cv --model executable` compares values).
+scale the ranking loss leaves free is set afterwards by least squares, `calibration`). Fitted
+by L-BFGS on the pairwise logistic loss over pairs of one program whose labels differ by more
+than the program's noise gap (as the metrics count them), each program weighing the same, plus
+`l2` x |w|^2: a convex problem, so there is no step count or seed to choose, only `l2`
+(`learn cv --model executable` compares values).
 """
 
 from __future__ import annotations

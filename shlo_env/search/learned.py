@@ -157,7 +157,7 @@ class Learned(CostModel):
 
     def _exe_model(self) -> exe_model.ExeModel:
         if self._exe is None:
-            self._exe = exe_model.load(self.exe_weights)
+            self._exe = exe_model.shipped() if self.exe_weights is None else exe_model.load(self.exe_weights)
         return self._exe
 
     def to_time(self, ctx: SearchContext, exp, children: list, ests: list[float],
