@@ -60,6 +60,16 @@ def test_training_recovers_a_synthetic_ranking(tmp_path):
     np.testing.assert_allclose(model.predict(p2, n2, held_out), pred, rtol=1e-5, atol=1e-5)
 
 
+def test_numpy_inference_equals_the_jax_training_path():
+    """`predict` evaluates `scores` in numpy (no compile per graph shape); it must be the
+    function training optimizes (shipped weights, random node features)."""
+    params, norm, _ = model.load()
+    b = synthetic_batch(3, seed=2)
+    b.x = np.random.default_rng(0).normal(size=b.x.shape).astype(np.float32)
+    jax_scores = np.asarray(model.scores(params, norm, *model.arrays(b), b.num_copies))
+    np.testing.assert_allclose(model.predict(params, norm, b), jax_scores, rtol=1e-5, atol=1e-5)
+
+
 def test_training_without_ranked_pairs_is_an_error():
     b = synthetic_batch(2, seed=0)
     b.copy_ratio[:] = 1.0

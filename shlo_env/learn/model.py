@@ -136,22 +136,31 @@ def init_params(key, num_features: int, hidden: int = HIDDEN, layers: int = LAYE
     return p
 
 
-def scores(params: dict, norm: tuple, x, opcode, live, copy, src, dst, num_copies: int):
-    """(num_copies,) predicted log runtime of each copy (comparable only within a program)."""
+def scores(params: dict, norm: tuple, x, opcode, live, copy, src, dst, num_copies: int, xp: Any = jnp):
+    """(num_copies,) predicted log runtime of each copy (comparable only within a program).
+    `xp=np` evaluates the same math in numpy (inference: no XLA compile per graph shape)."""
     mean, std = norm
-    h = jnp.tanh(((x - mean) / std) @ params["w_in"] + params["emb"][opcode] + params["b_in"])
+    h = xp.tanh(((x - mean) / std) @ params["w_in"] + params["emb"][opcode] + params["b_in"])
     w = live[src] * live[dst]  # an edge carries a message only between live nodes
     layers = sum(1 for k in params if k.startswith("w_self"))
     for i in range(layers):
-        m_in = jax.ops.segment_sum(h[src] * w[:, None], dst, num_segments=h.shape[0])
-        m_out = jax.ops.segment_sum(h[dst] * w[:, None], src, num_segments=h.shape[0])
-        h = jnp.tanh(h @ params[f"w_self{i}"] + m_in @ params[f"w_min{i}"] + m_out @ params[f"w_mout{i}"]
-                     + params[f"b{i}"])
-    correction = jnp.clip((jnp.tanh(h @ params["w_r1"] + params["b_r1"]) @ params["w_r2"])[:, 0], -10.0, 10.0)
+        m_in = _segment_sum(xp, h[src] * w[:, None], dst, h.shape[0])
+        m_out = _segment_sum(xp, h[dst] * w[:, None], src, h.shape[0])
+        h = xp.tanh(h @ params[f"w_self{i}"] + m_in @ params[f"w_min{i}"] + m_out @ params[f"w_mout{i}"]
+                    + params[f"b{i}"])
+    correction = xp.clip((xp.tanh(h @ params["w_r1"] + params["b_r1"]) @ params["w_r2"])[:, 0], -10.0, 10.0)
     # bytes written + read (the features are log2(1 + b)), plus one for the op's own overhead
-    moved = jnp.exp2(x[:, _LOG2_BYTES]) + jnp.exp2(x[:, _LOG2_IN_BYTES]) - 1.0
-    cost = moved * jnp.exp(correction) * live
-    return jnp.log(jnp.maximum(jax.ops.segment_sum(cost, copy, num_segments=num_copies), 1.0))
+    moved = xp.exp2(x[:, _LOG2_BYTES]) + xp.exp2(x[:, _LOG2_IN_BYTES]) - 1.0
+    cost = moved * xp.exp(correction) * live
+    return xp.log(xp.maximum(_segment_sum(xp, cost, copy, num_copies), 1.0))
+
+
+def _segment_sum(xp: Any, data, ids, n: int):
+    if xp is jnp:
+        return jax.ops.segment_sum(data, ids, num_segments=n)
+    out = np.zeros((n,) + data.shape[1:], data.dtype)
+    np.add.at(out, ids, data)
+    return out
 
 
 def ranking_pairs(batch: Batch, min_gap: float = 0.02, noise_gaps: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -282,8 +291,12 @@ def log_errors(pred: np.ndarray, batch: Batch) -> np.ndarray:
 
 
 def predict(params, norm, batch: Batch) -> np.ndarray:
-    x, opcode, live, copy, src, dst = arrays(batch)
-    return np.asarray(scores(params, norm, x, opcode, live, copy, src, dst, batch.num_copies))
+    """`scores` of every copy, evaluated in numpy: graphs differ in size from call to call, and
+    XLA would compile every op again for each new shape (seconds per search step)."""
+    p = {k: np.asarray(v) for k, v in params.items()}
+    mean, std = (np.asarray(v) for v in norm)
+    return scores(p, (mean, std), batch.x, batch.opcode, batch.live, batch.copy, batch.src, batch.dst,
+                  batch.num_copies, xp=np)
 
 
 def save(path, params: dict, norm: tuple, info: dict | None = None) -> Path:
