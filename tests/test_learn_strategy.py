@@ -8,7 +8,11 @@ from shlo_env.search.learned import Learned
 
 
 class Pessimist(Learned):
-    """The learned strategy with a model that predicts every candidate 20 % slower."""
+    """The learned strategy with a model that predicts every candidate 20 % slower (and no
+    pick-first chain first: these tests are about the greedy steps)."""
+
+    def __init__(self, **options):
+        super().__init__(chain_share=0.0, **options)
 
     def estimate(self, ctx, exp, children):
         return 1.0, [1.2] * len(children)
@@ -79,13 +83,15 @@ def test_loop_rewrites_are_probed_whatever_the_model_predicts():
 class Stub:
     """An executable model that calls the first compiled child 2x faster, the others 2x slower."""
 
+    info: dict = {}
+
     def scores(self, features):
         return np.array([0.0, -0.7] + [0.7] * (len(features) - 2))[:len(features)]
 
 
 def test_the_executable_model_ranks_the_compiled_children_and_only_those_are_timed_on_its_word(multi_program):  # noqa: F811
     ctx, _ = make_ctx(multi_program, max_steps=1)
-    lm = Learned(probes=0, compile_k=3)
+    lm = Learned(probes=0, compile_k=3, chain_share=0.0)
     lm._exe = Stub()  # type: ignore[assignment]
     lm.search(ctx)
     assert lm.info["compiled"] == 3  # the graph network's best three, each compiled once, none run
@@ -98,3 +104,55 @@ def test_without_compiles_the_graph_network_alone_ranks(multi_program):  # noqa:
     lm = Learned(probes=0, compile_k=0)
     lm.search(ctx)
     assert "compiled" not in lm.info and ctx.evaluator.stats.featured == 0
+
+
+class Chain:
+    """An executable model that calls every state after the first row `factor` x the first."""
+
+    info: dict = {}
+
+    def __init__(self, factor: float):
+        self.factor = factor
+
+    def scores(self, features):
+        return np.array([0.0] + [np.log(self.factor)] * (len(features) - 1))
+
+
+def test_the_pick_first_chain_is_compiled_and_its_best_state_timed_when_predicted_faster(multi_program):  # noqa: F811
+    ctx, _ = make_ctx(multi_program, max_steps=1)
+    lm = Learned(probes=0, compile_k=1, chain_share=1.0)
+    lm._exe = Chain(0.5)  # type: ignore[assignment]
+    start = lm.chain_start(ctx)
+    assert lm.info["chain"] == 1 and lm.info["chain_timed"] == 1  # max_steps=1: one pick-first step
+    assert start is not None and start[1] < 0.97  # pick-first takes all three flop-cutting rewrites
+    assert ctx.evaluator.stats.timed == 1
+
+
+def test_a_chain_predicted_slower_is_not_timed(multi_program):  # noqa: F811
+    ctx, _ = make_ctx(multi_program, max_steps=1)
+    lm = Learned(probes=0, compile_k=1, chain_share=1.0)
+    lm._exe = Chain(1.5)  # type: ignore[assignment]
+    assert lm.chain_start(ctx) is None
+    assert "chain_timed" not in lm.info and ctx.evaluator.stats.timed == 0
+
+
+def test_single_loop_rewrites_are_compiled_for_the_executable_model_whatever_the_graph_network_ranks():
+    """The graph network cannot rank loop rewrites (a body counted once); the executable model
+    reads trip counts, so every single loop rewrite is compiled, not just the top `compile_k`."""
+    import jax
+
+    import shlo_env as se
+
+    def loop(x):
+        return jax.lax.fori_loop(0, 8, lambda i, c: c * 0.5 + 1.0, x)
+
+    program = se.lower(loop, np.ones((64,), np.float32))
+    ctx, _ = make_ctx(program, max_steps=1, patterns=["while_unroll2", "while_unroll4", "while_unroll_full"])
+    exp = ctx.expand(ctx.root)
+    singles = sum(d.num_choices - 1 for d in exp.dims[:exp.num_rewrites])
+    assert singles >= 2
+    lm = Learned(probes=0, compile_k=1, chain_share=0.0)
+    lm._exe = Chain(2.0)  # type: ignore[assignment]  # everything slower: nothing timed
+    lm.search(ctx)
+    assert lm.info["compiled"] >= singles - 1  # at least every blind single besides the top one
+    assert ctx.evaluator.stats.timed == 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 
 from shlo_env.roofline import cost_seconds
 from shlo_env.search.base import (
@@ -91,9 +92,22 @@ class CostModel(Strategy):
         ranked = sorted(zip(ests, (c for _, c in children)), key=lambda r: r[0])
         return [(e, c) for e, c in ranked if e < state_est * (1 - self.min_predicted_gain)][:self.top_k]
 
+    def starts(self, ctx: SearchContext) -> Iterator[tuple[State, float]]:
+        """(state, measured ratio) pairs the greedy steps start from, in turn, while time is
+        left: the original."""
+        yield ctx.root, 1.0
+
     def search(self, ctx: SearchContext) -> Evaluation:
-        state, state_ratio = ctx.root, 1.0
         counts: dict = dict(costed=0, timed=0, steps=0, predicted=[])
+        for state, state_ratio in self.starts(ctx):
+            if ctx.out_of_time():
+                break
+            self._greedy(ctx, state, state_ratio, counts)
+        self.info.update(counts)
+        return ctx.best
+
+    def _greedy(self, ctx: SearchContext, state: State, state_ratio: float, counts: dict) -> None:
+        """Steps from `state` to the fastest timed child while one beats it beyond noise."""
         for _ in range(ctx.max_steps):
             if ctx.out_of_time():
                 break
@@ -123,5 +137,3 @@ class CostModel(Strategy):
             counts["steps"] += 1
             counts["predicted"].append(step_best[2] / state_est if state_est > 0 else math.nan)
             state, state_ratio = step_best[1], step_best[0].ratio
-        self.info.update(counts)
-        return ctx.best

@@ -7,6 +7,12 @@ live nodes, so only rewrite decisions are ranked (vectors that disable XLA passe
 offered). Estimates are exp(score): their ratio to the current state's is the model's predicted
 runtime ratio.
 
+Before the greedy steps, the pick-first chain from the original is compiled (no run) and
+scored by the executable model; its best state is timed if predicted faster, and the greedy
+steps start there when it measures faster beyond noise, then again from the original
+(`chain_start`). Its best state is often several pick-first steps deep, out of a greedy
+step's reach.
+
 A cascade, cheapest first: the graph network ranks every candidate without compiling; the
 `compile_k` best-ranked children and the probes are then compiled (no run) and ranked again by
 the executable model (`learn.exe_model`, over `learn.hlo_features` of XLA's optimized HLO),
@@ -39,6 +45,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -46,6 +53,7 @@ from shlo_env import observe
 from shlo_env.learn import exe_model, model
 from shlo_env.search.base import SearchContext, State, interleave, pick_first_vector, register_strategy
 from shlo_env.search.cost_model import CostModel
+from shlo_env.search.stepwise import pick_first_states
 
 DEFAULT_UNSURE = 0.25  # log-ratio band when the weights do not record their validation error
 # ops whose cost depends on how often or over what window they run, which the static graph omits
@@ -57,14 +65,15 @@ class Learned(CostModel):
     name = "learned"
 
     def __init__(self, top_k: int = 1, max_candidates: int = 24, min_predicted_gain: float = 0.01,
-                 probes: int = 4, unsure: float | None = None, weights=None, compile_k: int = 4,
-                 exe_weights=None, compile_share: float = 0.5):
+                 probes: int = 3, unsure: float | None = None, weights=None, compile_k: int = 4,
+                 exe_weights=None, compile_share: float = 0.5, chain_share: float = 0.25):
         super().__init__(top_k=top_k, max_candidates=max_candidates, min_predicted_gain=min_predicted_gain,
                          pass_prob=0.0)
         self.probes = probes
         self.compile_k = compile_k
         self.exe_weights = exe_weights
         self.compile_share = compile_share
+        self.chain_share = chain_share
         self._exe: exe_model.ExeModel | None = None
         self.unsure = unsure
         self.weights = weights
@@ -122,22 +131,30 @@ class Learned(CostModel):
 
     def _with_executables(self, ctx: SearchContext, exp, children: list, static: np.ndarray) -> np.ndarray | None:
         """Predicted ratios from the executable model (`learn.exe_model`) for the state, the
-        `compile_k` children the graph network ranks best and the probes: each is compiled (no
-        run; a child timed later reuses the executable). Children not compiled get +inf: only
-        compiled ones are timed on the model's word (probes aside). Probes that touch
-        `BLIND_OPS` are timed anyway, so they are not compiled here, and compiling stops once
-        it has used `compile_share` of the time left (a large program's compiles must not eat
-        the budget its timings need). None (the graph network's ranking stands) when `compile_k`
-        is 0, the state does not compile or no child could be compiled in time."""
+        `compile_k` children the graph network ranks best, every single loop or window rewrite
+        (`BLIND_OPS`: the graph network cannot rank those, the executable model reads trip
+        counts) and the probes: each is compiled (no run; a child timed later reuses the
+        executable). Children not compiled get +inf: only compiled ones are timed on the
+        model's word (probes aside). Probes that touch `BLIND_OPS` are timed anyway, so they
+        are not compiled here, and compiling stops once it has used `compile_share` of the
+        time left (a large program's compiles must not eat the budget its timings need). None
+        (the graph network's ranking stands) when `compile_k` is 0, the state does not compile
+        or no child could be compiled in time."""
         if self.compile_k <= 0 or not children:
             return None
         state_features = ctx.executable_features(exp.state)
         if state_features is None:
             return None
         g = self._graph if self._graph is not None else observe.graph(exp.augmented, uids=False)
-        probes = {tuple(v) for v in self._probe_vectors(exp, ctx) if not self._blind(g, v)}
+        probe_vectors = self._probe_vectors(exp, ctx)
+        probes = {tuple(v) for v in probe_vectors if not self._blind(g, v)}
+        timed_anyway = {tuple(v) for v in probe_vectors} - probes
+        # single loop or window rewrites: the graph network cannot rank them, the executable model can
+        blind = {i for i, (vec, _) in enumerate(children)
+                 if sum(1 for x in vec if x) == 1 and tuple(vec) not in timed_anyway and self._blind(g, vec)}
         order = [int(i) for i in np.argsort(static[1:], kind="stable")]  # the graph network's best first
-        chosen = set(order[:self.compile_k]) | {i for i, (vec, _) in enumerate(children) if tuple(vec) in probes}
+        chosen = (set(order[:self.compile_k]) | blind
+                  | {i for i, (vec, _) in enumerate(children) if tuple(vec) in probes})
         stop_at = time.perf_counter() + self.compile_share * ctx.time_left()
         rows, idx = [state_features], [0]
         for i in (i for i in order if i in chosen):
@@ -154,6 +171,48 @@ class Learned(CostModel):
         out = np.full(len(children) + 1, np.inf)
         out[idx] = np.exp(s - s[0])
         return out
+
+    def starts(self, ctx: SearchContext) -> Iterator[tuple[State, float]]:
+        """First the pick-first chain's best state, where it measures faster than the original
+        (`chain_start`); then the original."""
+        chained = self.chain_start(ctx)
+        if chained is not None:
+            yield chained
+        yield ctx.root, 1.0
+
+    def chain_start(self, ctx: SearchContext) -> tuple[State, float] | None:
+        """The pick-first chain from the original, compiled but not run: pick-first at every
+        step until it stops or repeats a state (at most `ctx.max_steps` steps, `chain_share` of
+        the time left). The executable model scores every state of it, and the best is timed
+        if it is predicted faster than the original by `min_predicted_gain`. (state, ratio)
+        if it measures faster beyond noise, else None. Beam search times the whole chain; its
+        best state is often several steps deep (a rewrite that pays only once a later one
+        applies), which single greedy steps do not reach."""
+        if self.compile_k <= 0 or self.chain_share <= 0:
+            return None
+        root_features = ctx.executable_features(ctx.root)
+        if root_features is None:
+            return None
+        stop_at = time.perf_counter() + self.chain_share * ctx.time_left()
+        states, rows = [], [root_features]
+        for state in pick_first_states(ctx):
+            f = ctx.executable_features(state)
+            if f is None:
+                break
+            states.append(state)
+            rows.append(f)
+            if time.perf_counter() > stop_at:
+                break
+        self.info["chain"] = len(states)
+        if not states:
+            return None
+        s = self._exe_model().scores(np.stack(rows))
+        best = int(np.argmin(s[1:]))
+        if math.exp(s[best + 1] - s[0]) >= 1 - self.min_predicted_gain:
+            return None
+        ev = ctx.evaluate(states[best])
+        self.info["chain_timed"] = 1
+        return (states[best], ev.ratio) if ev.ok and ev.timed and ctx.improves(ev) else None
 
     def _exe_model(self) -> exe_model.ExeModel:
         if self._exe is None:

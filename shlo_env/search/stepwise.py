@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 
 from shlo_env.search.base import (
     SearchContext, State, Strategy, all_vectors, is_stop, pick_first_vector, register_strategy,
@@ -25,23 +26,31 @@ class PickFirst(Strategy):
         return ctx.best
 
 
-def pick_first_chain(ctx: SearchContext, start: State | None = None) -> None:
-    """Evaluate the pick-first chain from `start` (default: the root) until it stops, repeats
-    a state, fails, or time runs out (beam search seeds itself with it too)."""
+def pick_first_states(ctx: SearchContext, start: State | None = None) -> Iterator[State]:
+    """The states of the pick-first chain from `start` (default: the root), in order, until
+    pick-first stops, a state repeats or a step fails to apply (at most `ctx.max_steps`).
+    Nothing is evaluated: the caller decides what to time or compile."""
     state = start if start is not None else ctx.root
     seen = {state.key}
     for _ in range(ctx.max_steps):
-        if ctx.out_of_time():
-            return
         exp = ctx.expand(state)
         vec = pick_first_vector(exp.dims)
-        if is_stop(vec):
-            return
-        nxt = ctx.child(exp, vec)
-        if nxt is None or nxt.key in seen or not ctx.evaluate(nxt).ok:
+        nxt = None if is_stop(vec) else ctx.child(exp, vec)
+        if nxt is None or nxt.key in seen:
             return
         seen.add(nxt.key)
+        yield nxt
         state = nxt
+
+
+def pick_first_chain(ctx: SearchContext, start: State | None = None) -> None:
+    """Evaluate the pick-first chain from `start` (default: the root) until it stops, repeats
+    a state, fails, or time runs out (beam search seeds itself with it too)."""
+    if ctx.out_of_time():
+        return
+    for state in pick_first_states(ctx, start):
+        if not ctx.evaluate(state).ok or ctx.out_of_time():
+            return
 
 
 @register_strategy
