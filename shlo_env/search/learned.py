@@ -188,7 +188,7 @@ class Learned(CostModel):
         if it measures faster beyond noise, else None. Beam search times the whole chain; its
         best state is often several steps deep (a rewrite that pays only once a later one
         applies), which single greedy steps do not reach."""
-        if self.compile_k <= 0 or self.chain_share <= 0:
+        if self.compile_k <= 0 or self.chain_share <= 0 or ctx.out_of_time():
             return None
         root_features = ctx.executable_features(ctx.root)
         if root_features is None:
