@@ -156,31 +156,3 @@ def test_single_loop_rewrites_are_compiled_for_the_executable_model_whatever_the
     lm.search(ctx)
     assert lm.info["compiled"] >= singles - 1  # at least every blind single besides the top one
     assert ctx.evaluator.stats.timed == 0
-
-
-def test_a_rewrite_xla_undoes_takes_no_compile_slot():
-    """`compile_k` counts children XLA compiles to another executable than the state's: a
-    rewrite XLA makes anyway (x * 1) ranked first by the graph network does not crowd out
-    one that changes the program."""
-    import shlo_env as se
-
-    def f(a, b, v, x):
-        return (a @ b) @ v, x * 1.0
-
-    rng = np.random.default_rng(0)
-    args = [rng.normal(size=s).astype(np.float32) for s in ((64, 64), (64, 64), (64, 4), (64,))]
-    ctx, _ = make_ctx(se.lower(f, *args), max_steps=1, patterns=["mul_one", "reassociate_left_to_right"])
-    exp = ctx.expand(ctx.root)
-    labels = [d.labels[1] for d in exp.dims[:exp.num_rewrites]]
-    assert sorted(labels) == ["mul_one", "reassociate_left_to_right"]
-    children = []
-    for i in range(len(labels)):
-        vec = [0] * len(exp.dims)
-        vec[i] = 1
-        children.append((vec, ctx.child(exp, vec)))
-    noop = labels.index("mul_one")
-    static = np.array([0.0] + [-1.0 if i == noop else 0.0 for i in range(len(labels))])  # the no-op ranked first
-    lm = Learned(probes=0, compile_k=1, chain_share=0.0)
-    out = lm._with_executables(ctx, exp, children, static)
-    assert out is not None and out[1 + noop] == 1.0  # compiled to the original's executable
-    assert np.isfinite(out[2 - noop]) and lm.info["compiled"] == 2  # so the reassociation got compiled too

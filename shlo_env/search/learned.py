@@ -131,9 +131,7 @@ class Learned(CostModel):
 
     def _with_executables(self, ctx: SearchContext, exp, children: list, static: np.ndarray) -> np.ndarray | None:
         """Predicted ratios from the executable model (`learn.exe_model`) for the state, the
-        `compile_k` children the graph network ranks best among those XLA compiles to another
-        executable than the state's (a rewrite XLA undoes anyway takes no place), every
-        single loop or window rewrite
+        `compile_k` children the graph network ranks best, every single loop or window rewrite
         (`BLIND_OPS`: the graph network cannot rank those, the executable model reads trip
         counts) and the probes: each is compiled (no run; a child timed later reuses the
         executable). Children not compiled get +inf: only compiled ones are timed on the
@@ -155,22 +153,17 @@ class Learned(CostModel):
         blind = {i for i, (vec, _) in enumerate(children)
                  if sum(1 for x in vec if x) == 1 and tuple(vec) not in timed_anyway and self._blind(g, vec)}
         order = [int(i) for i in np.argsort(static[1:], kind="stable")]  # the graph network's best first
-        forced = blind | {i for i, (vec, _) in enumerate(children) if tuple(vec) in probes}
+        chosen = (set(order[:self.compile_k]) | blind
+                  | {i for i, (vec, _) in enumerate(children) if tuple(vec) in probes})
         stop_at = time.perf_counter() + self.compile_share * ctx.time_left()
         rows, idx = [state_features], [0]
-        changed = 0  # compiles on the graph network's word that XLA compiled to another executable
-        for i in order:
+        for i in (i for i in order if i in chosen):
             if time.perf_counter() > stop_at:
                 break
-            if i not in forced and changed >= self.compile_k:
-                continue
             f = ctx.executable_features(children[i][1])
-            if f is None:
-                continue
-            rows.append(f)
-            idx.append(i + 1)
-            if i not in forced:
-                changed += int(not np.array_equal(f, state_features))
+            if f is not None:
+                rows.append(f)
+                idx.append(i + 1)
         self.info["compiled"] = self.info.get("compiled", 0) + len(idx) - 1
         if len(idx) == 1:
             return None  # no time left to compile a child: the graph network's ranking stands
