@@ -125,7 +125,7 @@ def _run(args) -> int:
         from shlo_env.learn import exe_model
 
         names = ("train",) if args.train_only else ("train", "val")
-        progs = [p for n in names for p in exe_model.programs_of(dataset.load(args.data, n))]
+        progs = _exe_programs(args.data, names)
         l2 = exe_model.DEFAULT_L2 if args.l2 is None else args.l2
         m = exe_model.fit(progs, l2, info={"data": str(args.data), "splits": list(names)})
         m.save(args.out or exe_model.WEIGHTS)
@@ -169,8 +169,7 @@ def _run(args) -> int:
     if args.action == "cv" and args.model == "executable":
         from shlo_env.learn import exe_model
 
-        progs = [p for n in ("train", "val") for p in exe_model.programs_of(dataset.load(args.data, n))]
-        print(json.dumps(exe_model.cross_validate(progs, fold_of, args.folds), indent=1))
+        print(json.dumps(exe_model.cross_validate(_exe_programs(args.data), fold_of, args.folds), indent=1))
         return 0
     if args.action == "cv":
         print(json.dumps(cross_validate(args.data, folds=args.folds, steps=args.steps, seed=args.seed,
@@ -179,6 +178,13 @@ def _run(args) -> int:
         return 0
     print(json.dumps(evaluate(args.data, args.weights, args.exe_weights), indent=1))
     return 0
+
+
+def _exe_programs(data: str, splits=("train", "val")) -> list:
+    """`exe_model.programs_of` over the named splits of an export."""
+    from shlo_env.learn import exe_model
+
+    return [p for n in splits for p in exe_model.programs_of(dataset.load(data, n))]
 
 
 def fold_of(source: str, folds: int) -> int:
