@@ -1,6 +1,6 @@
 """strategy="learned" against beam search at the same budget: final ratio and candidates timed.
 
-    python benchmarks/learned_vs_beam.py [--data data/learned-v5] [--split test] [--start 0]
+    python benchmarks/learned_vs_beam.py [--data data/learned-v6] [--split test] [--start 0]
                                          [--limit 10] [--corpus 0] [--examples [NAME ...]]
                                          [--budget 10] [--json out.json]
 
@@ -85,7 +85,7 @@ def table(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="data/learned-v5")
+    ap.add_argument("--data", default="data/learned-v6")
     ap.add_argument("--split", default="test", help='the split whose sub-graphs are compared ("none": no sub-graphs)')
     ap.add_argument("--corpus", type=int, default=0, help="also this many corpus programs (smallest first)")
     ap.add_argument("--examples", nargs="*", default=None, help="also these examples (none named: all)")

@@ -153,7 +153,8 @@ def test_noise_of_is_the_median_deviation_from_one():
     assert math.isnan(dataset.noise_of([]))
 
 
-@pytest.mark.parametrize("version", ["learned-v1", "learned-v2", "learned-v3", "learned-v4", "learned-v5"])
+@pytest.mark.parametrize("version", ["learned-v1", "learned-v2", "learned-v3", "learned-v4", "learned-v5",
+                                     "learned-v6"])
 def test_shipped_export_loads(version):
     from pathlib import Path
 
@@ -163,7 +164,7 @@ def test_shipped_export_loads(version):
     assert set(p["source"] for p in split.programs).isdisjoint(
         p["source"] for p in dataset.load(data, "train").programs)
     c = split.candidates(0)
-    if version == "learned-v5":  # every candidate has its executable's features; one executable, one vector
+    if version in ("learned-v5", "learned-v6"):  # every candidate has its executable's features; one executable, one vector
         from shlo_env.learn import hlo_features
 
         a = split.arrays
@@ -172,7 +173,7 @@ def test_shipped_export_loads(version):
         for p in range(len(split)):
             c = split.candidates(p)
             assert np.array_equal(c["exe"][c["group"] == 0], np.repeat(a["orig_exe"][p:p + 1], (c["group"] == 0).sum(), 0))
-    if version in ("learned-v3", "learned-v4", "learned-v5"):  # one label per executable, pooled over several rounds; the original's is 1.0
+    if version in ("learned-v3", "learned-v4", "learned-v5", "learned-v6"):  # one label per executable, pooled over several rounds; the original's is 1.0
         a = split.arrays
         assert np.isfinite(a["prog_noise"]).all()
         assert np.all(a["cand_ratio"][a["cand_group"] == 0] == 1.0)
@@ -188,6 +189,18 @@ def test_shipped_export_loads(version):
         assert np.isnan(c["confirm_ratio"]).all() and np.isnan(c["noise"]).all()
 
 
+
+def test_learned_v6_is_v5_with_more_programs_of_the_same_sources():
+    """v6 = v5 merged with a later build: every v5 program kept as it was, each source in the
+    split it was in (the split is a hash of the source), so the held-out test sources stay held out."""
+    from pathlib import Path
+
+    data = Path(__file__).parent.parent / "data"
+    for s in dataset.SPLITS:
+        old, new = dataset.load(data / "learned-v5", s), dataset.load(data / "learned-v6", s)
+        assert [p["uri"] for p in new.programs[:len(old)]] == [p["uri"] for p in old.programs]
+        assert len(new) > len(old) and {p["source"] for p in new.programs} == {p["source"] for p in old.programs}
+        assert np.array_equal(new.arrays["cand_ratio"][:old.num_candidates], old.arrays["cand_ratio"])
 
 def test_merge_joins_exports_and_keeps_each_program_once(built, tmp_path):
     from pathlib import Path

@@ -156,3 +156,27 @@ def test_single_loop_rewrites_are_compiled_for_the_executable_model_whatever_the
     lm.search(ctx)
     assert lm.info["compiled"] >= singles - 1  # at least every blind single besides the top one
     assert ctx.evaluator.stats.timed == 0
+
+
+def test_pick_first_from_a_state_a_step_reached_is_timed_whatever_the_models_predict(multi_program):  # noqa: F811
+    """Beyond the models' error nothing is probed (above), except pick-first once a step has
+    paid: both models can be wrong about it by more than their error. From the original the
+    pick-first chain (`chain_start`) decides instead."""
+    from shlo_env.search.base import pick_first_vector
+
+    ctx, _ = make_ctx(multi_program)
+    root = ctx.expand(ctx.root)
+    state = ctx.child(root, next(ctx.singles(root)))
+    exp = ctx.expand(state)
+    assert exp.dims, "the test needs a state with rewrites left"
+    children = [(v, ctx.child(exp, v)) for v in Learned(probes=3).candidates(exp, ctx)]
+    pick_first = ctx.child(exp, pick_first_vector(exp.dims))
+
+    def timed(lm, e, kids):  # every candidate predicted 20 % slower, beyond the 10 % error
+        return [c for _, c in lm.to_time(ctx, e, kids, [1.2] * len(kids), 1.0)]
+
+    for lm, e, kids, want in ((Learned(probes=3, unsure=0.1), exp, children, [pick_first]),
+                              (Learned(probes=3, unsure=0.1, time_pick_first=False), exp, children, []),
+                              (Learned(probes=3, unsure=0.1), root,
+                               [(v, ctx.child(root, v)) for v in Learned(probes=3).candidates(root, ctx)], [])):
+        assert timed(lm, e, kids) == want

@@ -1,9 +1,9 @@
 """The measurement dataset: (program, decision vector, measured runtime ratio, tier) rows.
 
     shlo-env dataset build --datasets inst-20-40 --max-programs 20 --max-candidates 6
-    shlo-env dataset export --out data/learned-v5
+    shlo-env dataset export --out data/learned-v6
     from shlo_env.learn import dataset
-    ds = dataset.load("data/learned-v5", "train")   # a Split
+    ds = dataset.load("data/learned-v6", "train")   # a Split
     g = ds.graph(0)                                  # shlo_env.observe.Graph of program 0 (augmented)
     ds.candidates(0)                                 # its rows: decisions, ratio, group, tier, flops, bytes, exe
 

@@ -33,7 +33,9 @@ What is timed at each step:
   extrapolating (shapes unlike its training programs), so the candidate is timed. A probe
   that rewrites a loop or a window reduction (`BLIND_OPS` in the region it replaces or in the
   one it takes) is timed whatever the predictions: the model and its prior read the static
-  graph, a loop body counted once, so they cannot see a change in how often ops run. A probe
+  graph, a loop body counted once, so they cannot see a change in how often ops run. So is
+  pick-first from a state a step reached (`time_pick_first`: the pick-first chain continued
+  from a rewrite that paid, where both models can be wrong by more than their error). A probe
   that XLA compiles to an executable already timed (often the original's) costs a compile,
   no timing.
 Weights: the ones shipped in the package unless `weights=` (graph network) or `exe_weights=`
@@ -66,7 +68,8 @@ class Learned(CostModel):
 
     def __init__(self, top_k: int = 1, max_candidates: int = 24, min_predicted_gain: float = 0.01,
                  probes: int = 3, unsure: float | None = None, weights=None, compile_k: int = 4,
-                 exe_weights=None, compile_share: float = 0.5, chain_share: float = 0.25):
+                 exe_weights=None, compile_share: float = 0.5, chain_share: float = 0.25,
+                 time_pick_first: bool = True):
         super().__init__(top_k=top_k, max_candidates=max_candidates, min_predicted_gain=min_predicted_gain,
                          pass_prob=0.0)
         self.probes = probes
@@ -74,6 +77,7 @@ class Learned(CostModel):
         self.exe_weights = exe_weights
         self.compile_share = compile_share
         self.chain_share = chain_share
+        self.time_pick_first = time_pick_first
         self._exe: exe_model.ExeModel | None = None
         self.unsure = unsure
         self.weights = weights
@@ -96,6 +100,18 @@ class Learned(CostModel):
             if a < len(vec) and vec[a] and int(g.node_choice[i]) in (0, vec[a]):
                 return True
         return False
+
+    def _timed_anyway(self, g: observe.Graph, vec: list[int], exp, ctx: SearchContext) -> bool:
+        """Probes timed whatever the models predict: those that touch `BLIND_OPS`, and, when
+        `time_pick_first`, pick-first from a state a step reached (the pick-first chain
+        continued from a rewrite that paid, as beam search's seed continues it; both models
+        can be wrong about it by more than their error: on low_rank_update,
+        `merge_dots_sharing_lhs` after `distribute_left` is predicted 1.5x and 2x slower and
+        measures 3-5 % faster). From the original, `chain_start` has scored the chain already."""
+        if self._blind(g, vec):
+            return True
+        return (self.time_pick_first and exp.state.key != ctx.root.key
+                and list(vec) == pick_first_vector(exp.dims))
 
     def _unsure(self) -> float:
         if self.unsure is not None:
@@ -135,8 +151,8 @@ class Learned(CostModel):
         (`BLIND_OPS`: the graph network cannot rank those, the executable model reads trip
         counts) and the probes: each is compiled (no run; a child timed later reuses the
         executable). Children not compiled get +inf: only compiled ones are timed on the
-        model's word (probes aside). Probes that touch `BLIND_OPS` are timed anyway, so they
-        are not compiled here, and compiling stops once it has used `compile_share` of the
+        model's word (probes aside). Probes timed anyway (`_timed_anyway`) are not
+        compiled here, and compiling stops once it has used `compile_share` of the
         time left (a large program's compiles must not eat the budget its timings need). None
         (the graph network's ranking stands) when `compile_k` is 0, the state does not compile
         or no child could be compiled in time."""
@@ -147,8 +163,8 @@ class Learned(CostModel):
             return None
         g = self._graph if self._graph is not None else observe.graph(exp.augmented, uids=False)
         probe_vectors = self._probe_vectors(exp, ctx)
-        probes = {tuple(v) for v in probe_vectors if not self._blind(g, v)}
-        timed_anyway = {tuple(v) for v in probe_vectors} - probes
+        timed_anyway = {tuple(v) for v in probe_vectors if self._timed_anyway(g, v, exp, ctx)}
+        probes = {tuple(v) for v in probe_vectors} - timed_anyway
         # single loop or window rewrites: the graph network cannot rank them, the executable model can
         blind = {i for i, (vec, _) in enumerate(children)
                  if sum(1 for x in vec if x) == 1 and tuple(vec) not in timed_anyway and self._blind(g, vec)}
@@ -231,7 +247,7 @@ class Learned(CostModel):
             found = by_vec.get(tuple(vec))
             if found is None or id(found[2]) in picked:
                 continue
-            if min(found[0], found[1]) < band or self._blind(g, vec):
+            if min(found[0], found[1]) < band or self._timed_anyway(g, vec, exp, ctx):
                 picked.add(id(found[2]))
                 chosen.append((found[0], found[2]))
                 self.info["probes"] = self.info.get("probes", 0) + 1
