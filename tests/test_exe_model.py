@@ -56,10 +56,22 @@ def test_cross_validation_reports_each_l2_per_fold():
         exe_model.cross_validate(planted(0)[:1], learn_cli.fold_of, folds=2)
 
 
+def test_the_error_band_is_measured_on_held_out_programs_over_distinct_executables():
+    programs = planted(0)
+    noisy = [exe_model.Program(p.features, p.labels * np.exp(np.random.default_rng(i).normal(0, 0.3, len(p.labels))),
+                               p.gap, p.source) for i, p in enumerate(programs)]
+    clean = exe_model.cv_log_error_median(programs, learn_cli.fold_of, folds=2)
+    assert 0 < clean < exe_model.cv_log_error_median(noisy, learn_cli.fold_of, folds=2)
+    # two candidates of one executable differ only by noise: their pair is not counted
+    twin = exe_model.Program(np.repeat(programs[0].features[:1], 2, axis=0), np.array([1.0, 2.0]), 0.02)
+    assert len(exe_model.log_errors(exe_model.fit(programs), [twin])) == 0
+
+
 def test_shipped_weights_rank_the_held_out_test_split_better_than_the_roofline():
     """The shipped executable model never saw the test split (fitted on train and val)."""
     m = exe_model.shipped()
     assert m.info["splits"] == ["train", "val"] and m.info["data"] == "data/learned-v6"
+    assert 0 < m.info["cv_log_error_median"] < 0.25  # the learned strategy's band for its predictions
     report = learn_cli.evaluate(str(DATA / "learned-v6"))["test"]
     assert report["learned_executable"]["programs"] == report["roofline"]["programs"] > 100
     assert report["learned_executable"]["tau_above_noise"] > report["roofline"]["tau_above_noise"]

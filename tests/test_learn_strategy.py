@@ -180,3 +180,26 @@ def test_pick_first_from_a_state_a_step_reached_is_timed_whatever_the_models_pre
                               (Learned(probes=3, unsure=0.1), root,
                                [(v, ctx.child(root, v)) for v in Learned(probes=3).candidates(root, ctx)], [])):
         assert timed(lm, e, kids) == want
+
+
+def test_a_probe_the_executable_model_scored_is_held_to_its_own_error(multi_program):  # noqa: F811
+    """Timed only if predicted within that model's error of passing the acceptance threshold,
+    or if the prior predicts a gain beyond the graph network's error; a probe it did not score
+    keeps the graph network's band."""
+    ctx, _ = make_ctx(multi_program, max_steps=1)
+    root = ctx.expand(ctx.root)
+    kids = [(v, ctx.child(root, v)) for v in Learned(probes=1).candidates(root, ctx)]
+    probe = kids[0][1]  # pick-first: the first probe
+
+    def timed(lm, est, prior, by_exe):
+        lm._prior, lm._by_exe = [prior] * len(kids), [by_exe] * len(kids)
+        return [c for _, c in lm.to_time(ctx, root, kids, [est] * len(kids), 1.0)]
+
+    lm = Learned(probes=1, unsure=0.2, exe_unsure=0.02, min_predicted_gain=0.5)  # no top pick
+    passing = ctx.threshold
+    assert timed(lm, passing * 1.03, 1.1, True) == []  # beyond its 2 % error of passing
+    assert timed(lm, passing * 1.01, 1.1, True) == [probe]  # within it
+    assert timed(lm, passing * 1.03, passing * 0.8, True) == [probe]  # the prior: a gain beyond 20 %
+    assert timed(lm, passing * 1.03, 1.1, False) == [probe]  # the graph network's: within its 20 %
+    assert timed(Learned(probes=1, unsure=0.2, exe_unsure=0.05, min_predicted_gain=0.5),
+                 passing * 1.03, 1.1, True) == [probe]

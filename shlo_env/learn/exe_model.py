@@ -170,6 +170,28 @@ def quality(m: ExeModel, programs: Sequence[Program]) -> dict:
     return metrics.per_program([(m.scores(p.features), p.labels) for p in programs], [p.gap for p in programs])
 
 
+def log_errors(m: ExeModel, programs: Sequence[Program]) -> np.ndarray:
+    """|predicted - measured| log runtime ratio of every pair of one program's candidates that
+    compile to different executables (equal ones are predicted equal, and their measured
+    difference is noise): how far the model's predicted ratios between two states are off."""
+    out = []
+    for prog in programs:
+        s, y = m.scores(prog.features), np.log(prog.labels)
+        i, j = np.triu_indices(len(s), 1)
+        keep = np.any(prog.features[i] != prog.features[j], axis=1)
+        out.append(np.abs((s[i] - s[j]) - (y[i] - y[j]))[keep])
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def cv_log_error_median(programs: Sequence[Program], fold_of, folds: int = 3, l2: float = DEFAULT_L2) -> float:
+    """The median `log_errors` on held-out programs, each fold fitted without the programs of a
+    share of the sources (`fold_of(source, folds)`, as `cross_validate`): the learned
+    strategy's error band for this model's predictions (`Learned.exe_unsure`)."""
+    errors = [log_errors(fit([p for p in programs if fold_of(p.source, folds) != k], l2),
+                         [p for p in programs if fold_of(p.source, folds) == k]) for k in range(folds)]
+    return float(np.median(np.concatenate(errors)))
+
+
 def cross_validate(programs: Sequence[Program], fold_of, folds: int = 3,
                    l2s: Sequence[float] = (1e-4, 1e-3, 1e-2, 1e-1)) -> dict:
     """Held-out `tau_above_noise` per l2, per fold and averaged, each fold holding out the

@@ -127,7 +127,9 @@ def _run(args) -> int:
         names = ("train",) if args.train_only else ("train", "val")
         progs = _exe_programs(args.data, names)
         l2 = exe_model.DEFAULT_L2 if args.l2 is None else args.l2
-        m = exe_model.fit(progs, l2, info={"data": str(args.data), "splits": list(names)})
+        error = exe_model.cv_log_error_median(progs, fold_of, l2=l2)
+        m = exe_model.fit(progs, l2, info={"data": str(args.data), "splits": list(names),
+                                           "cv_log_error_median": error})
         m.save(args.out or exe_model.WEIGHTS)
         print(json.dumps(m.info, indent=1))
         return 0

@@ -31,6 +31,10 @@ What is timed at each step:
   measured| log ratio on the validation split, recorded in the weights' info; 0.25 when
   absent). Where the correction turns the prior's predicted gain into a loss, the model is
   extrapolating (shapes unlike its training programs), so the candidate is timed. A probe
+  the executable model has scored is held to that model's own, smaller error (`exe_unsure`:
+  by default its cross-validated median error, recorded in its weights' info): it is timed
+  only if its prediction is within that error of passing the acceptance threshold
+  (`ctx.threshold`), or the prior predicts a gain beyond the graph network's error. A probe
   that rewrites a loop or a window reduction (`BLIND_OPS` in the region it replaces or in the
   one it takes) is timed whatever the predictions: the model and its prior read the static
   graph, a loop body counted once, so they cannot see a change in how often ops run. So is
@@ -69,7 +73,7 @@ class Learned(CostModel):
     def __init__(self, top_k: int = 1, max_candidates: int = 24, min_predicted_gain: float = 0.01,
                  probes: int = 3, unsure: float | None = None, weights=None, compile_k: int = 4,
                  exe_weights=None, compile_share: float = 0.5, chain_share: float = 0.25,
-                 time_pick_first: bool = True):
+                 time_pick_first: bool = True, exe_unsure: float | None = None):
         super().__init__(top_k=top_k, max_candidates=max_candidates, min_predicted_gain=min_predicted_gain,
                          pass_prob=0.0)
         self.probes = probes
@@ -80,9 +84,11 @@ class Learned(CostModel):
         self.time_pick_first = time_pick_first
         self._exe: exe_model.ExeModel | None = None
         self.unsure = unsure
+        self.exe_unsure = exe_unsure
         self.weights = weights
         self._model: tuple | None = None
         self._prior: list[float] = []  # the last estimate's prior (uncorrected) ratios, per child
+        self._by_exe: list[bool] = []  # the last estimate's children the executable model scored
         self._graph: observe.Graph | None = None  # the last estimate's augmented graph
 
     def _state(self) -> tuple:
@@ -118,6 +124,25 @@ class Learned(CostModel):
             return self.unsure
         return float(self._state()[2].get("val_log_error_median", DEFAULT_UNSURE))
 
+    def _exe_unsure(self) -> float | None:
+        """The executable model's error band (log ratio); None when its weights record none
+        (its estimates then share the graph network's band)."""
+        if self.exe_unsure is not None:
+            return self.exe_unsure
+        value = self._exe_model().info.get("cv_log_error_median")
+        return float(value) if value is not None else None
+
+    def _worth_probing(self, ctx: SearchContext, est: float, prior: float, by_exe: bool, state_est: float) -> bool:
+        """Whether a probe may pay. Scored by the executable model: predicted within that
+        model's error of passing the acceptance threshold (a timing pays only if the child
+        passes it), or its prior predicts a gain beyond the graph network's error. Otherwise:
+        neither the graph network nor its prior predicts it slower beyond that error."""
+        exe_error = self._exe_unsure() if by_exe else None
+        if exe_error is None:
+            return min(est, prior) < state_est * math.exp(self._unsure())
+        passing = state_est * ctx.threshold
+        return est < passing * math.exp(exe_error) or prior < passing * math.exp(-self._unsure())
+
     def _probe_vectors(self, exp, ctx: SearchContext) -> list[list[int]]:
         """The first `probes` of: pick-first, then the single rewrites (hottest first)
         alternating with the sweeps."""
@@ -143,6 +168,7 @@ class Learned(CostModel):
         prior = model.predicted_scores(g, vectors, self._state(), corrected=False)
         self._prior = [float(e) for e in np.exp(prior - prior[0])[1:]]
         compiled = self._with_executables(ctx, exp, children, s)
+        self._by_exe = [bool(np.isfinite(c)) for c in compiled[1:]] if compiled is not None else [False] * len(children)
         return 1.0, [float(e) for e in (compiled if compiled is not None else est)[1:]]
 
     def _with_executables(self, ctx: SearchContext, exp, children: list, static: np.ndarray) -> np.ndarray | None:
@@ -239,16 +265,17 @@ class Learned(CostModel):
                 state_est: float) -> list[tuple[float, State]]:
         chosen = super().to_time(ctx, exp, children, ests, state_est)
         prior = self._prior if len(self._prior) == len(ests) else ests
-        by_vec = {tuple(vec): (e, p, child) for (vec, child), e, p in zip(children, ests, prior)}
-        band = state_est * math.exp(self._unsure())
+        by_exe = self._by_exe if len(self._by_exe) == len(ests) else [False] * len(ests)
+        by_vec = {tuple(vec): (e, p, x, child) for (vec, child), e, p, x in zip(children, ests, prior, by_exe)}
         g = self._graph if self._graph is not None else observe.graph(exp.augmented, uids=False)
         picked = {id(c) for _, c in chosen}
         for vec in self._probe_vectors(exp, ctx):
             found = by_vec.get(tuple(vec))
-            if found is None or id(found[2]) in picked:
+            if found is None or id(found[3]) in picked:
                 continue
-            if min(found[0], found[1]) < band or self._timed_anyway(g, vec, exp, ctx):
-                picked.add(id(found[2]))
-                chosen.append((found[0], found[2]))
+            est, prior_est, scored, child = found
+            if self._worth_probing(ctx, est, prior_est, scored, state_est) or self._timed_anyway(g, vec, exp, ctx):
+                picked.add(id(child))
+                chosen.append((est, child))
                 self.info["probes"] = self.info.get("probes", 0) + 1
         return chosen
