@@ -1,6 +1,7 @@
 """learn.exe_model: the linear ranking model over executable features (the learned strategy's
 second stage), its weights file and its cross-validation."""
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -30,11 +31,40 @@ def test_fit_finds_the_features_that_set_the_runtime():
     assert set(top) == {KERNELS, BYTES} and (m.w[top] > 0).all()  # more of either: slower
 
 
+def with_a_costly_pattern(seed: int, programs: int = 100) -> list[exe_model.Program]:
+    """Programs whose runtime is set by the features, plus 0.5 in log for each candidate that
+    takes the pattern "slow" (which no feature shows); "free" is taken as often, for nothing."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for p in planted(seed, programs):
+        taken = [Counter({name: 1 for name in ("slow", "free") if rng.random() < 0.5}) for _ in p.labels]
+        labels = p.labels * np.exp([0.5 * c["slow"] for c in taken])
+        out.append(exe_model.Program(p.features, labels, p.gap, p.source, taken))
+    return out
+
+
+def test_pattern_columns_learn_what_a_rewrite_costs_beyond_the_features():
+    m = exe_model.fit(with_a_costly_pattern(0))
+    assert m.patterns == ("free", "slow")
+    slow, free = m.w[len(hlo_features.FEATURES) + 1], m.w[len(hlo_features.FEATURES)]
+    assert slow > 0 and abs(free) < slow / 5
+    held = with_a_costly_pattern(1)
+    without = exe_model.fit(with_a_costly_pattern(0), l2_patterns=None)
+    assert without.patterns == () and len(without.w) == len(hlo_features.FEATURES)
+    assert exe_model.quality(m, held)["tau_above_noise"] > exe_model.quality(without, held)["tau_above_noise"] + 0.1
+    f = held[0].features[:1]  # a pattern the model never saw counts for nothing; None: none taken
+    assert m.scores(f, [Counter(unknown=3)]) == m.scores(f, None) == m.scores(f, [Counter()])
+
+
 def test_weights_round_trip_and_refuse_another_feature_list(tmp_path):
     m = exe_model.fit(planted(0))
     f = planted(2)[0].features
     back = exe_model.load(m.save(tmp_path / "w.npz"))
     assert np.allclose(back.scores(f), m.scores(f)) and back.info["l2"] == exe_model.DEFAULT_L2
+    costly = exe_model.fit(with_a_costly_pattern(0))
+    back = exe_model.load(costly.save(tmp_path / "p.npz"))
+    taken = [Counter(slow=1)] * len(f)
+    assert back.patterns == costly.patterns and np.array_equal(back.scores(f, taken), costly.scores(f, taken))
     other = exe_model.ExeModel(m.w[:-1], m.mean[:-1], m.std[:-1], hlo_features.FEATURES[:-1])
     with pytest.raises(ValueError, match="retrain"):
         exe_model.load(other.save(tmp_path / "old.npz"))

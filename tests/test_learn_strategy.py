@@ -85,7 +85,7 @@ class Stub:
 
     info: dict = {}
 
-    def scores(self, features):
+    def scores(self, features, patterns=None):
         return np.array([0.0, -0.7] + [0.7] * (len(features) - 2))[:len(features)]
 
 
@@ -114,7 +114,7 @@ class Chain:
     def __init__(self, factor: float):
         self.factor = factor
 
-    def scores(self, features):
+    def scores(self, features, patterns=None):
         return np.array([0.0] + [np.log(self.factor)] * (len(features) - 1))
 
 
@@ -203,3 +203,38 @@ def test_a_probe_the_executable_model_scored_is_held_to_its_own_error(multi_prog
     assert timed(lm, passing * 1.03, 1.1, False) == [probe]  # the graph network's: within its 20 %
     assert timed(Learned(probes=1, unsure=0.2, exe_unsure=0.05, min_predicted_gain=0.5),
                  passing * 1.03, 1.1, True) == [probe]
+
+
+class Recorder(Chain):
+    """`Chain` that keeps the pattern counts each call passes."""
+
+    def __init__(self, factor: float):
+        super().__init__(factor)
+        self.calls: list = []
+
+    def scores(self, features, patterns=None):
+        self.calls.append(patterns)
+        return super().scores(features)
+
+
+def test_the_executable_model_sees_the_patterns_each_candidate_takes_relative_to_its_state(multi_program):  # noqa: F811
+    """The state's own row takes none (its patterns would cancel in a linear score); along the
+    pick-first chain they add up step by step."""
+    from collections import Counter
+
+    from shlo_env.search.base import pick_first_vector
+
+    ctx, _ = make_ctx(multi_program, max_steps=1)
+    root = ctx.expand(ctx.root)
+    first = Learned._patterns(root, pick_first_vector(root.dims))
+    assert sum(first.values()) == 3  # pick-first takes all three rewrites (see above)
+    lm = Learned(probes=0, compile_k=1, chain_share=1.0)
+    lm._exe = Recorder(0.5)  # type: ignore[assignment]
+    lm.chain_start(ctx)
+    assert lm._exe.calls[-1] == [Counter(), first]
+    lm = Learned(probes=0, compile_k=3, chain_share=0.0)
+    lm._exe = Recorder(2.0)  # type: ignore[assignment]
+    lm.search(ctx)
+    rows = lm._exe.calls[0]
+    assert rows[0] == Counter() and len(rows) == 4
+    assert all(sum(c.values()) >= 1 for c in rows[1:]) and all(set(c) <= set(first) for c in rows[1:])

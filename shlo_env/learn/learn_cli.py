@@ -103,7 +103,8 @@ def evaluate(data: str, weights=None, exe_weights=None) -> dict:
             mine = (batch.copy_program == p) & ~batch.copy_is_original
             by["learned"].append((pred[mine], truth))
             if "learned_executable" in by:  # a candidate without features ranks last
-                by["learned_executable"].append((np.nan_to_num(exe.scores(c["exe"]) + np.where(
+                patterns = exe_model.candidate_patterns(split, p, c["decisions"])
+                by["learned_executable"].append((np.nan_to_num(exe.scores(c["exe"], patterns) + np.where(
                     np.isfinite(c["exe"]).all(axis=1), 0.0, np.inf), nan=np.inf), truth))
             for k, s in baseline_scores(c).items():
                 by[k].append((s, truth))

@@ -51,6 +51,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 import numpy as np
@@ -199,17 +200,19 @@ class Learned(CostModel):
                   | {i for i, (vec, _) in enumerate(children) if tuple(vec) in probes})
         stop_at = time.perf_counter() + self.compile_share * ctx.time_left()
         rows, idx = [state_features], [0]
+        patterns: list[Counter] = [Counter()]
         for i in (i for i in order if i in chosen):
             if time.perf_counter() > stop_at:
                 break
             f = ctx.executable_features(children[i][1])
             if f is not None:
                 rows.append(f)
+                patterns.append(self._patterns(exp, children[i][0]))
                 idx.append(i + 1)
         self.info["compiled"] = self.info.get("compiled", 0) + len(idx) - 1
         if len(idx) == 1:
             return None  # no time left to compile a child: the graph network's ranking stands
-        s = self._exe_model().scores(np.stack(rows))
+        s = self._exe_model().scores(np.stack(rows), patterns)
         out = np.full(len(children) + 1, np.inf)
         out[idx] = np.exp(s - s[0])
         return out
@@ -237,24 +240,35 @@ class Learned(CostModel):
             return None
         stop_at = time.perf_counter() + self.chain_share * ctx.time_left()
         states, rows = [], [root_features]
+        patterns: list[Counter] = [Counter()]
+        previous = ctx.root
         for state in pick_first_states(ctx):
             f = ctx.executable_features(state)
             if f is None:
                 break
+            exp = ctx.expand(previous)  # cached: the walk expanded it
             states.append(state)
             rows.append(f)
+            patterns.append(patterns[-1] + self._patterns(exp, pick_first_vector(exp.dims)))
+            previous = state
             if time.perf_counter() > stop_at:
                 break
         self.info["chain"] = len(states)
         if not states:
             return None
-        s = self._exe_model().scores(np.stack(rows))
+        s = self._exe_model().scores(np.stack(rows), patterns)
         best = int(np.argmin(s[1:]))
         if math.exp(s[best + 1] - s[0]) >= 1 - self.min_predicted_gain:
             return None
         ev = ctx.evaluate(states[best])
         self.info["chain_timed"] = 1
         return (states[best], ev.ratio) if ev.ok and ev.timed and ctx.improves(ev) else None
+
+    @staticmethod
+    def _patterns(exp, vec) -> Counter:
+        """The rewrite patterns a decision vector takes in the state `exp` expands (the
+        executable model's pattern columns; the state's own are 0, as they cancel)."""
+        return exe_model.step_patterns([d.labels[c] for d, c in zip(exp.dims, vec) if c and d.kind == "rewrite"])
 
     def _exe_model(self) -> exe_model.ExeModel:
         if self._exe is None:
