@@ -54,6 +54,11 @@ def pattern_columns(patterns: Sequence[Mapping[str, int]] | None, vocabulary: Se
     return out
 
 
+def design(features: np.ndarray, patterns: Sequence[Mapping[str, int]] | None, vocabulary: Sequence[str]) -> np.ndarray:
+    """The model's unscaled input rows: `inputs` of the features, then `pattern_columns`."""
+    return np.hstack([inputs(features), pattern_columns(patterns, vocabulary, len(features))])
+
+
 def step_patterns(labels: Sequence[str]) -> Counter:
     """The pattern counts of one decision: the labels of the choices it takes."""
     return Counter(labels)
@@ -73,11 +78,8 @@ class ExeModel:
         and, per row, the patterns its decision takes (None: none). Equal rows get bitwise
         equal scores: a matrix product can round equal rows differently, which would break
         exact ties at random."""
-        features = np.asarray(features, np.float64)
-        raw = np.hstack([features, pattern_columns(patterns, self.patterns, len(features))])
-        rows, which = np.unique(raw, axis=0, return_inverse=True)
-        x = np.hstack([inputs(rows[:, :len(self.features)]), rows[:, len(self.features):]])
-        return (((x - self.mean) / self.std) @ self.w)[which.reshape(-1)]
+        rows, which = np.unique(design(features, patterns, self.patterns), axis=0, return_inverse=True)
+        return (((rows - self.mean) / self.std) @ self.w)[which.reshape(-1)]
 
     def save(self, path) -> Path:
         np.savez_compressed(path, w=self.w, mean=self.mean, std=self.std, features=np.asarray(self.features),
@@ -147,10 +149,6 @@ def programs_of(split) -> list[Program]:
     return out
 
 
-def _inputs(prog: Program, vocabulary: Sequence[str]) -> np.ndarray:
-    return np.hstack([inputs(prog.features), pattern_columns(prog.patterns, vocabulary, len(prog.features))])
-
-
 def _pairs(programs: Sequence[Program], vocabulary: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                                                 np.ndarray, np.ndarray]:
     """(inputs of every candidate, the same centred per program, faster index, slower index,
@@ -164,7 +162,7 @@ def _pairs(programs: Sequence[Program], vocabulary: Sequence[str] = ()) -> tuple
             fast.append(i + offset)
             slow.append(j + offset)
             weight.append(np.full(len(i), 1.0 / len(i)))
-        xs.append(_inputs(prog, vocabulary))
+        xs.append(design(prog.features, prog.patterns, vocabulary))
         centred.append(xs[-1] - xs[-1].mean(axis=0))
         offset += len(prog.labels)
     if not fast:
