@@ -80,6 +80,28 @@ def test_loop_rewrites_are_probed_whatever_the_model_predicts():
     assert Learned._blind(g, [1] * exp.num_rewrites) and not Learned._blind(g, [0] * exp.num_rewrites)
 
 
+def test_a_rewrite_whose_original_root_is_a_window_reduction_is_probed_whatever_the_model_predicts():
+    """A matched root stays in the main body (region 0 yields it), so the window reduction a
+    prefix-scan rewrite replaces is outside its alternatives op: it still counts as blind
+    (inst-10-20/attn_linear_causal.005 went untimed, 1.000 against beam's 0.235)."""
+    import jax.numpy as jnp
+
+    import shlo_env as se
+    from shlo_env import observe
+
+    program = se.lower(lambda x: jnp.cumsum(x * 2.0, axis=1), np.ones((4, 256), np.float32))
+    ctx, _ = make_ctx(program, max_steps=1, patterns=["reduce_window_prefix_to_scan"])
+    exp = ctx.expand(ctx.root)
+    assert exp.num_rewrites == 1
+    g = observe.graph(exp.augmented, uids=False)
+    window = np.nonzero(g.node_opcode == observe.op_id("stablehlo.reduce_window"))[0]
+    assert len(window) and (g.node_alt[window] == -1).all()  # the root is outside the alternatives op
+    assert Learned._blind(g, [1]) and not Learned._blind(g, [0])
+    lm = Pessimist(unsure=0.1, probes=2)  # 20 % slower is beyond the error: only blind spots are timed
+    lm.search(ctx)
+    assert lm.info.get("probes") == 1 and ctx.evaluator.stats.timed == 1
+
+
 class Stub:
     """An executable model that calls the first compiled child 2x faster, the others 2x slower."""
 

@@ -35,8 +35,8 @@ What is timed at each step:
   by default its cross-validated median error, recorded in its weights' info): it is timed
   only if its prediction is within that error of passing the acceptance threshold
   (`ctx.threshold`), or the prior predicts a gain beyond the graph network's error. A probe
-  that rewrites a loop or a window reduction (`BLIND_OPS` in the region it replaces or in the
-  one it takes) is timed whatever the predictions: the model and its prior read the static
+  that rewrites a loop or a window reduction (`BLIND_OPS` in the region it replaces, among the
+  matched roots that region yields, or in the region it takes) is timed whatever the predictions: the model and its prior read the static
   graph, a loop body counted once, so they cannot see a change in how often ops run. So is
   pick-first from a state a step reached (`time_pick_first`: the pick-first chain continued
   from a rewrite that paid, where both models can be wrong by more than their error). A probe
@@ -99,14 +99,18 @@ class Learned(CostModel):
 
     @staticmethod
     def _blind(g: observe.Graph, vec: list[int]) -> bool:
-        """Whether the vector replaces or introduces a `BLIND_OPS` op (in its alternatives'
-        original or chosen region)."""
-        blind = {observe.op_id(name) for name in BLIND_OPS}
-        for i in np.nonzero(np.isin(g.node_opcode, list(blind)) & (g.node_alt >= 0))[0]:
+        """Whether the vector replaces or introduces a `BLIND_OPS` op: one in a taken choice's
+        region or in the original region of its alternatives op, or an original root that
+        region 0 yields from outside it (a matched root stays in the main body)."""
+        blind = np.isin(g.node_opcode, [observe.op_id(name) for name in BLIND_OPS])
+        taken = {a for a, c in enumerate(vec[:g.num_alternatives]) if c}
+        for i in np.nonzero(blind & (g.node_alt >= 0))[0]:
             a = int(g.node_alt[i])
-            if a < len(vec) and vec[a] and int(g.node_choice[i]) in (0, vec[a]):
+            if a in taken and int(g.node_choice[i]) in (0, vec[a]):
                 return True
-        return False
+        alternative_of = {int(node): a for a, node in enumerate(g.alternative_indices)}
+        roots = np.nonzero((g.edge_choice == 0) & blind[g.edge_src])[0]
+        return any(alternative_of.get(int(g.edge_dst[e])) in taken for e in roots)
 
     def _timed_anyway(self, g: observe.Graph, vec: list[int], exp, ctx: SearchContext) -> bool:
         """Probes timed whatever the models predict: those that touch `BLIND_OPS`, and, when
