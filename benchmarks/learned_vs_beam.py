@@ -1,12 +1,14 @@
 """strategy="learned" against beam search at the same budget: final ratio and candidates timed.
 
-    python benchmarks/learned_vs_beam.py [--data data/learned-v6] [--split test] [--start 0]
-                                         [--limit 10] [--corpus 0] [--examples [NAME ...]]
+    python benchmarks/learned_vs_beam.py [--data data/learned-v6] [--split test] [--gain-below 0.97]
+                                         [--start 0] [--limit 10] [--corpus 0] [--examples [NAME ...]]
                                          [--budget 10] [--json out.json]
 
 Programs: the sub-graphs of one split of an exported dataset (by default the test split, which
-the shipped model never trained or selected on), then `--corpus` corpus programs (smallest
-first), then the example suite (`--examples` alone: all of it). For each program both strategies search on their own (`optimize_program`, fresh worker
+the shipped model never trained or selected on; `--gain-below 0.97`: only those where the
+dataset measured a rewrite faster than that, since on most sub-graphs neither strategy finds
+anything), then `--corpus` corpus programs (smallest first), then the example suite
+(`--examples` alone: all of it). For each program both strategies search on their own (`optimize_program`, fresh worker
 and evaluation cache, `--budget` seconds each, the order alternating program by program), and
 their results are timed again side by side in one worker request with the original twice
 (`benchmarks/strategies.py`'s final timing: median of 3, the original as jax.jit compiles it).
@@ -27,18 +29,32 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from strategies import Found, final_timing, format_table, programs  # noqa: E402
+from strategies import Found, final_timing, format_table, programs, space_text  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 from shlo_env import corpus  # noqa: E402
+from shlo_env.learn import dataset  # noqa: E402
 from shlo_env.search.runner import SearchOptions, optimize_program  # noqa: E402
 
 STRATEGIES = ("learned", "beam")
 
 
-def program_list(data: str, split: str, corpus_limit: int, example_names) -> list[tuple]:
+def split_uris(data: str, split: str, gain_below: float | None) -> list[str]:
+    """The split's programs, in order; with `gain_below`, only those where the dataset measured
+    a candidate faster than that ratio (where there is something to find)."""
+    if split == "none":
+        return []
+    if gain_below is None:
+        return [p["uri"] for p in json.loads((Path(data) / f"{split}.json").read_text())["programs"]]
+    sp = dataset.load(data, split)
+    return [sp.programs[i]["uri"] for i in range(len(sp))
+            if np.min(dataset.label(sp.candidates(i)), initial=np.inf) < gain_below]
+
+
+def program_list(data: str, split: str, corpus_limit: int, example_names, gain_below: float | None = None) -> list[tuple]:
     """(name, loader) of every program compared, in order."""
-    uris = ([] if split == "none" else
-            [p["uri"] for p in json.loads((Path(data) / f"{split}.json").read_text())["programs"]])
+    uris = split_uris(data, split, gain_below)
     out = [(uri, lambda uri=uri: corpus.load(uri)) for uri in uris]
     if corpus_limit:  # as benchmarks/strategies.py picks them: smallest first
         entries = sorted(corpus.entries("corpus"), key=lambda e: e.metadata.get("ops_total", 0))
@@ -69,7 +85,7 @@ def compare(uri: str, program, budget: float, runs: int, seed: int, flip: bool) 
 def table(rows: list[dict]) -> str:
     header = ["program", "space", "jax.jit ms", "learned ratio", "beam ratio", "learned timed", "beam timed",
               "learned compiled", "noise", "load"]
-    body = [[r["uri"].split("/", 1)[-1], str(r["space"]), f"{r['baseline_ms']:.3f}", f"{r['learned_ratio']:.3f}",
+    body = [[r["uri"].split("/", 1)[-1], space_text(r["space"]), f"{r['baseline_ms']:.3f}", f"{r['learned_ratio']:.3f}",
              f"{r['beam_ratio']:.3f}", str(r["learned_timed"]), str(r["beam_timed"]), str(r.get("learned_compiled", "-")),
              f"{r['noise']:.3f}", f"{r['load']:.1f}"] for r in rows]
     ok = [r for r in rows if math.isfinite(r["learned_ratio"]) and math.isfinite(r["beam_ratio"])]
@@ -87,6 +103,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="data/learned-v6")
     ap.add_argument("--split", default="test", help='the split whose sub-graphs are compared ("none": no sub-graphs)')
+    ap.add_argument("--gain-below", type=float, default=None,
+                    help="only the split's programs where the dataset measured a candidate below this ratio")
     ap.add_argument("--corpus", type=int, default=0, help="also this many corpus programs (smallest first)")
     ap.add_argument("--examples", nargs="*", default=None, help="also these examples (none named: all)")
     ap.add_argument("--start", type=int, default=0)
@@ -99,7 +117,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     rows = json.loads(Path(args.json).read_text()) if args.json and Path(args.json).exists() else []
     if not args.table_only:
-        todo = program_list(args.data, args.split, args.corpus, args.examples)
+        todo = program_list(args.data, args.split, args.corpus, args.examples, args.gain_below)
         end = len(todo) if args.limit is None else args.start + args.limit
         t0 = time.perf_counter()
         for i, (uri, load) in enumerate(todo[args.start:end], start=args.start):

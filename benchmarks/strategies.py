@@ -133,7 +133,7 @@ def main(argv=None) -> int:
         for s in ("beam", "mcts"):
             if s in ratios and pf is not None:
                 verdict.append("ok" if ratios[s] <= pf * (1 + tol) else "SLOWER")
-        rows.append([name, str(space), f"{base * 1e3:.3f}"] + [f"{ratios[s]:.3f}" if s in ratios else "-" for s in args.strategies]
+        rows.append([name, space_text(space), f"{base * 1e3:.3f}"] + [f"{ratios[s]:.3f}" if s in ratios else "-" for s in args.strategies]
                     + [f"{noise:.3f}", "/".join(verdict)])
         raw[name] = {"space": space, "baseline_ms": base * 1e3, "noise": noise, "ratios": ratios,
                      "found": {s: ", ".join(list(per[s].applied) + [f"-{p}" for p in per[s].disabled_passes])
@@ -166,6 +166,13 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump(raw, f, indent=1, default=str)
     return 0
+
+
+def space_text(n: int) -> str:
+    """A decision-space size for a table: exact up to a million, else like 1.5e29 (exact
+    integers, which may be beyond a float's range)."""
+    digits = str(n)
+    return digits if n < 10**6 else f"{digits[0]}.{digits[1]}e{len(digits) - 1}"
 
 
 def format_table(header, rows) -> str:

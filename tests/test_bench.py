@@ -183,3 +183,16 @@ def test_sweep_killed_with_sigkill_resumes_without_redoing_or_losing(tmp_path):
     assert re.search(rf"\b{len(before)} measurements from the database\b|{len(before)} from the database",
                      out.stdout + out.stderr)
     assert "| inst-10-20 | pick-first | 8 " in out.stdout  # the table covers old and new rows
+
+
+def test_benchmark_tables_print_huge_decision_spaces_short():
+    """Spaces of real models run past 10**100 (beyond a float): exact below a million, else
+    a mantissa and an exponent from the digits."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    try:
+        from strategies import space_text
+    finally:
+        sys.path.pop(0)
+    assert space_text(999_999) == "999999"
+    assert space_text(15 * 10**28) == "1.5e29"
+    assert space_text(81 * 10**400) == "8.1e401"
