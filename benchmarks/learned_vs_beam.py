@@ -52,7 +52,8 @@ def split_uris(data: str, split: str, gain_below: float | None) -> list[str]:
             if np.min(dataset.label(sp.candidates(i)), initial=np.inf) < gain_below]
 
 
-def program_list(data: str, split: str, corpus_limit: int, example_names, gain_below: float | None = None) -> list[tuple]:
+def program_list(data: str, split: str, corpus_limit: int, example_names,
+                 gain_below: float | None = None) -> list[tuple]:
     """(name, loader) of every program compared, in order."""
     uris = split_uris(data, split, gain_below)
     out = [(uri, lambda uri=uri: corpus.load(uri)) for uri in uris]
@@ -85,9 +86,9 @@ def compare(uri: str, program, budget: float, runs: int, seed: int, flip: bool) 
 def table(rows: list[dict]) -> str:
     header = ["program", "space", "jax.jit ms", "learned ratio", "beam ratio", "learned timed", "beam timed",
               "learned compiled", "noise", "load"]
-    body = [[r["uri"].split("/", 1)[-1], space_text(r["space"]), f"{r['baseline_ms']:.3f}", f"{r['learned_ratio']:.3f}",
-             f"{r['beam_ratio']:.3f}", str(r["learned_timed"]), str(r["beam_timed"]), str(r.get("learned_compiled", "-")),
-             f"{r['noise']:.3f}", f"{r['load']:.1f}"] for r in rows]
+    body = [[r["uri"].split("/", 1)[-1], space_text(r["space"]), f"{r['baseline_ms']:.3f}",
+             f"{r['learned_ratio']:.3f}", f"{r['beam_ratio']:.3f}", str(r["learned_timed"]), str(r["beam_timed"]),
+             str(r.get("learned_compiled", "-")), f"{r['noise']:.3f}", f"{r['load']:.1f}"] for r in rows]
     ok = [r for r in rows if math.isfinite(r["learned_ratio"]) and math.isfinite(r["beam_ratio"])]
     geo = {s: math.exp(sum(math.log(r[f"{s}_ratio"]) for r in ok) / len(ok)) if ok else math.nan for s in STRATEGIES}
     timed = {s: sum(r[f"{s}_timed"] for r in rows) for s in STRATEGIES}

@@ -36,8 +36,9 @@ What is timed at each step:
   only if its prediction is within that error of passing the acceptance threshold
   (`ctx.threshold`), or the prior predicts a gain beyond the graph network's error. A probe
   that rewrites a loop or a window reduction (`BLIND_OPS` in the region it replaces, among the
-  matched roots that region yields, or in the region it takes) is timed whatever the predictions: the model and its prior read the static
-  graph, a loop body counted once, so they cannot see a change in how often ops run. So is
+  matched roots that region yields, or in the region it takes) is timed whatever the
+  predictions: the model and its prior read the static graph, a loop body counted once, so
+  they cannot see a change in how often ops run. So is
   pick-first from a state a step reached (`time_pick_first`: the pick-first chain continued
   from a rewrite that paid, where both models can be wrong by more than their error). A probe
   that XLA compiles to an executable already timed (often the original's) costs a compile,
