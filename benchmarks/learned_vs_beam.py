@@ -1,6 +1,6 @@
 """strategy="learned" against beam search at the same budget: final ratio and candidates timed.
 
-    python benchmarks/learned_vs_beam.py [--data data/learned-v6] [--split test] [--gain-below 0.97]
+    python benchmarks/learned_vs_beam.py [--data data/learned-v7] [--split test] [--gain-below 0.97]
                                          [--start 0] [--limit 10] [--corpus 0] [--examples [NAME ...]]
                                          [--budget 10] [--json out.json]
 
@@ -102,7 +102,7 @@ def table(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="data/learned-v6")
+    ap.add_argument("--data", default="data/learned-v7")
     ap.add_argument("--split", default="test", help='the split whose sub-graphs are compared ("none": no sub-graphs)')
     ap.add_argument("--gain-below", type=float, default=None,
                     help="only the split's programs where the dataset measured a candidate below this ratio")

@@ -100,9 +100,9 @@ def test_the_error_band_is_measured_on_held_out_programs_over_distinct_executabl
 def test_shipped_weights_rank_the_held_out_test_split_better_than_the_roofline():
     """The shipped executable model never saw the test split (fitted on train and val)."""
     m = exe_model.shipped()
-    assert m.info["splits"] == ["train", "val"] and m.info["data"] == "data/learned-v6"
+    assert m.info["splits"] == ["train", "val"] and m.info["data"] == "data/learned-v7"
     assert 0 < m.info["cv_log_error_median"] < 0.25  # the learned strategy's band for its predictions
-    report = learn_cli.evaluate(str(DATA / "learned-v6"))["test"]
+    report = learn_cli.evaluate(str(DATA / "learned-v7"))["test"]
     assert report["learned_executable"]["programs"] == report["roofline"]["programs"] > 100
     assert report["learned_executable"]["tau_above_noise"] > report["roofline"]["tau_above_noise"]
 
@@ -125,7 +125,7 @@ def test_one_executable_scores_exactly_alike():
     exact ties at random in the metrics. Checked on the test split's real feature rows."""
     m = exe_model.shipped()
     checked = 0
-    for p in exe_model.programs_of(dataset.load(DATA / "learned-v6", "test")):
+    for p in exe_model.programs_of(dataset.load(DATA / "learned-v7", "test")):
         s = m.scores(p.features)
         same = (p.features[:, None, :] == p.features[None, :, :]).all(axis=2)
         assert not (same & (s[:, None] != s[None, :])).any()

@@ -116,9 +116,19 @@ def test_the_executable_model_ranks_the_compiled_children_and_only_those_are_tim
     lm = Learned(probes=0, compile_k=3, chain_share=0.0)
     lm._exe = Stub()  # type: ignore[assignment]
     lm.search(ctx)
-    assert lm.info["compiled"] == 3  # the graph network's best three, each compiled once, none run
-    assert ctx.evaluator.stats.featured == 4  # and the state itself
+    children = lm.info["costed"]
+    assert children > 3  # the graph network's best three first, then the rest while time allows
+    assert lm.info["compiled"] == children  # each compiled once, none run
+    assert ctx.evaluator.stats.featured == children + 1  # and the state itself
     assert ctx.evaluator.stats.timed == 1  # top_k=1: the child the executable model calls fastest
+
+
+def test_compiles_beyond_compile_k_stop_when_their_share_of_the_time_is_spent(multi_program):  # noqa: F811
+    ctx, _ = make_ctx(multi_program, max_steps=1)
+    lm = Learned(probes=0, compile_k=3, chain_share=0.0, compile_share=1e-9)
+    lm._exe = Stub()  # type: ignore[assignment]
+    lm.search(ctx)
+    assert lm.info["compiled"] <= 1 < lm.info["costed"]  # the deadline passes at once
 
 
 def test_without_compiles_the_graph_network_alone_ranks(multi_program):  # noqa: F811
@@ -156,6 +166,50 @@ def test_a_chain_predicted_slower_is_not_timed(multi_program):  # noqa: F811
     lm._exe = Chain(1.5)  # type: ignore[assignment]
     assert lm.chain_start(ctx) is None
     assert "chain_timed" not in lm.info and ctx.evaluator.stats.timed == 0
+
+
+def test_the_chain_from_a_state_starts_there(multi_program):  # noqa: F811
+    """`chain_from` walks pick-first from the state it is given, and counts a gain against that
+    state's measured ratio."""
+    from shlo_env.search.stepwise import pick_first_states
+
+    ctx, _ = make_ctx(multi_program, max_steps=1)
+    root = ctx.expand(ctx.root)
+    state = ctx.child(root, next(ctx.singles(root)))
+    lm = Learned(probes=0, compile_k=1, chain_share=1.0)
+    lm._exe = Chain(0.5)  # type: ignore[assignment]
+    found = lm.chain_from(ctx, state, 1.0)
+    step = next(pick_first_states(ctx, state))
+    assert found is not None and found[0].key == step.key and step.key != state.key
+    assert lm.chain_from(ctx, state, found[1]) is None  # not faster than itself
+
+
+class StopsAt(Learned):
+    """Greedy steps that always end at one fixed state; records the chains walked."""
+
+    def __init__(self, stop, **options):
+        super().__init__(chain_share=1.0, **options)
+        self.stop, self.walked = stop, []
+
+    def _greedy(self, ctx, state, ratio, counts):
+        return self.stop
+
+    def chain_from(self, ctx, start, ratio):
+        self.walked.append(start.key)
+        return (ctx.root, 1.0) if start.key != ctx.root.key else None
+
+
+def test_where_greedy_steps_stop_the_pick_first_chain_is_walked_once(multi_program):  # noqa: F811
+    ctx, _ = make_ctx(multi_program, max_steps=1)
+    root = ctx.expand(ctx.root)
+    state = ctx.child(root, next(ctx.singles(root)))
+    lm = StopsAt((state, 0.9))
+    lm.search(ctx)
+    # the root's chain (chain_start), then the stop's once: greedy steps from its result stop there again
+    assert lm.walked == [ctx.root.key, state.key]
+    lm = StopsAt((ctx.root, 1.0))
+    lm.search(ctx)
+    assert lm.walked == [ctx.root.key]  # the root's chain is chain_start's alone
 
 
 def test_single_loop_rewrites_are_compiled_for_the_executable_model_whatever_the_graph_network_ranks():
@@ -258,5 +312,5 @@ def test_the_executable_model_sees_the_patterns_each_candidate_takes_relative_to
     lm._exe = Recorder(2.0)  # type: ignore[assignment]
     lm.search(ctx)
     rows = lm._exe.calls[0]
-    assert rows[0] == Counter() and len(rows) == 4
+    assert rows[0] == Counter() and len(rows) == lm.info["costed"] + 1  # the state and every child
     assert all(sum(c.values()) >= 1 for c in rows[1:]) and all(set(c) <= set(first) for c in rows[1:])

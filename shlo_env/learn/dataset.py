@@ -443,6 +443,10 @@ def merge(out_dir: str | os.PathLike, sources: Sequence[str | os.PathLike]) -> d
         if len(versions) > 1 or len(fractions) > 1:
             raise DatasetError(f"cannot merge exports of format versions {sorted(versions)} and split fractions "
                                f"{sorted(fractions)}: one of each")
+        features = {tuple(p.meta.get("exe_features") or ()) for p in parts}
+        if len(features) > 1:
+            raise DatasetError("cannot merge exports with different executable feature lists; bring them to "
+                               "this code's with `shlo-env dataset exe-features` first")
         seen: set[tuple[str, str]] = set()
         programs: list[dict] = []
         pieces: dict[str, list[np.ndarray]] = {}

@@ -30,7 +30,8 @@ DATA_MOVEMENT = {"transpose", "copy", "concatenate", "pad", "slice", "dynamic-sl
 KINDS = ("loop", "input", "output", "custom", "dot", "conv", "reduce", "reduce-window", "copy", "while",
          "sort", "other")
 FEATURES = (("kernels", "bytes_in", "bytes_out", "max_buffer", "elementwise", "transcendental", "movement",
-             "reduced", "window", "dot_flops", "unknown_trips", "roofline_us", "parallel_bytes", "strided_bytes")
+             "reduced", "window", "dot_flops", "unknown_trips", "roofline_us", "parallel_bytes", "strided_bytes",
+             "narrow_dot_flops")
             + tuple(f"n_{k}" for k in KINDS) + tuple(f"bytes_{k}" for k in KINDS))
 INDEX = {name: i for i, name in enumerate(FEATURES)}
 
@@ -44,6 +45,7 @@ _TRIPS = re.compile(r'"known_trip_count":\{"n":"(\d+)"')
 _KIND = re.compile(r"kind=k(\w+)")
 _WINDOW = re.compile(r"window=\{size=([\dx]+)")
 _CONTRACT = re.compile(r"lhs_contracting_dims=\{([\d,]*)\}")
+NARROW = 32  # a dot whose output's minor dimension is below this fills few vector lanes of a GEMM tile
 
 
 class HloParseError(ValueError):
@@ -171,6 +173,17 @@ def _kind(ins: Instr) -> str:
     return "other"
 
 
+def minor_dim(shape: str) -> int:
+    """The size of the first array's minor (contiguous) dimension in `shape`: its layout's first
+    entry, or its last dimension when no layout is given; 0 for a scalar."""
+    m = _LAYOUT.search(shape) or _ARRAY.search(shape)
+    if m is None or not m.group(2):
+        return 0
+    dims = [int(d) for d in m.group(2).split(",")]
+    order = [int(x) for x in m.group(3).split(",") if x] if m.re is _LAYOUT else []
+    return dims[order[0]] if order else dims[-1]
+
+
 def _dot_flops(ins: Instr) -> float:
     lhs = next(arrays(ins.operands), None)
     m = _CONTRACT.search(ins.attrs)
@@ -188,6 +201,8 @@ def _inner(body: list[Instr], f: np.ndarray, times: float) -> None:
         n = elements(ins.shape) * times
         if ins.op in ("dot", "convolution"):
             f[INDEX["dot_flops"]] += _dot_flops(ins) * times
+            if ins.op == "dot" and 1 < minor_dim(ins.shape) < NARROW:
+                f[INDEX["narrow_dot_flops"]] += _dot_flops(ins) * times
         elif ins.op == "reduce":
             f[INDEX["reduced"]] += max((math.prod(d) for _, d in arrays(ins.operands)), default=0) * times
         elif ins.op == "reduce-window":

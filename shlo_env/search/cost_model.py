@@ -106,8 +106,9 @@ class CostModel(Strategy):
         self.info.update(counts)
         return ctx.best
 
-    def _greedy(self, ctx: SearchContext, state: State, state_ratio: float, counts: dict) -> None:
-        """Steps from `state` to the fastest timed child while one beats it beyond noise."""
+    def _greedy(self, ctx: SearchContext, state: State, state_ratio: float, counts: dict) -> tuple[State, float]:
+        """Steps from `state` to the fastest timed child while one beats it beyond noise; returns
+        the state it stopped at and its measured ratio."""
         for _ in range(ctx.max_steps):
             if ctx.out_of_time():
                 break
@@ -137,3 +138,4 @@ class CostModel(Strategy):
             counts["steps"] += 1
             counts["predicted"].append(step_best[2] / state_est if state_est > 0 else math.nan)
             state, state_ratio = step_best[1], step_best[0].ratio
+        return state, state_ratio

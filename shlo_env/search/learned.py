@@ -11,12 +11,13 @@ Before the greedy steps, the pick-first chain from the original is compiled (no 
 scored by the executable model; its best state is timed if predicted faster, and the greedy
 steps start there when it measures faster beyond noise, then again from the original
 (`chain_start`). Its best state is often several pick-first steps deep, out of a greedy
-step's reach.
+step's reach. Where greedy steps stop, the chain from that state is walked the same way
+(`chain_from`), and they go on from its best state if that measures faster.
 
 A cascade, cheapest first: the graph network ranks every candidate without compiling; the
-`compile_k` best-ranked children and the probes are then compiled (no run) and ranked again by
-the executable model (`learn.exe_model`, over `learn.hlo_features` of XLA's optimized HLO),
-and only those can be timed on its word (`compile_k=0`: the graph network alone). A child
+`compile_k` best-ranked children and the probes are then compiled (no run), then the other
+children while time allows, and ranked again by the executable model (`learn.exe_model`, over
+`learn.hlo_features` of XLA's optimized HLO), and only those can be timed on its word (`compile_k=0`: the graph network alone). A child
 timed later reuses the executable compiled here.
 
 What is timed at each step:
@@ -181,8 +182,9 @@ class Learned(CostModel):
         """Predicted ratios from the executable model (`learn.exe_model`) for the state, the
         `compile_k` children the graph network ranks best, every single loop or window rewrite
         (`BLIND_OPS`: the graph network cannot rank those, the executable model reads trip
-        counts) and the probes: each is compiled (no run; a child timed later reuses the
-        executable). Children not compiled get +inf: only compiled ones are timed on the
+        counts) and the probes, then the other children in the graph network's order: each
+        is compiled (no run; a child timed later reuses the executable). Children not compiled
+        get +inf: only compiled ones are timed on the
         model's word (probes aside). Probes timed anyway (`_timed_anyway`) are not
         compiled here, and compiling stops once it has used `compile_share` of the
         time left (a large program's compiles must not eat the budget its timings need). None
@@ -206,7 +208,9 @@ class Learned(CostModel):
         stop_at = time.perf_counter() + self.compile_share * ctx.time_left()
         rows, idx = [state_features], [0]
         patterns: list[Counter] = [Counter()]
-        for i in (i for i in order if i in chosen):
+        # the chosen first, then the rest in the graph network's order while time allows: it can
+        # rank a rewrite low that the executable model sees (a dot's output layout)
+        for i in [i for i in order if i in chosen] + [i for i in order if i not in chosen]:
             if time.perf_counter() > stop_at:
                 break
             f = ctx.executable_features(children[i][1])
@@ -230,24 +234,45 @@ class Learned(CostModel):
             yield chained
         yield ctx.root, 1.0
 
+    def search(self, ctx: SearchContext):
+        """Greedy steps from each start; where they stop short of the original, the pick-first
+        chain from there (`chain_from`) and, if its best state measures faster, greedy steps
+        again from that state."""
+        counts: dict = dict(costed=0, timed=0, steps=0, predicted=[])
+        chained = {ctx.root.key}  # the root's chain is `chain_start`'s
+        for state, ratio in self.starts(ctx):
+            while not ctx.out_of_time():
+                state, ratio = self._greedy(ctx, state, ratio, counts)
+                found = None if state.key in chained else self.chain_from(ctx, state, ratio)
+                chained.add(state.key)
+                if found is None:
+                    break
+                state, ratio = found
+        self.info.update(counts)
+        return ctx.best
+
     def chain_start(self, ctx: SearchContext) -> tuple[State, float] | None:
-        """The pick-first chain from the original, compiled but not run: pick-first at every
-        step until it stops or repeats a state (at most `ctx.max_steps` steps, `chain_share` of
-        the time left). The executable model scores every state of it, and the best is timed
-        if it is predicted faster than the original by `min_predicted_gain`. (state, ratio)
-        if it measures faster beyond noise, else None. Beam search times the whole chain; its
-        best state is often several steps deep (a rewrite that pays only once a later one
+        """`chain_from` the original."""
+        return self.chain_from(ctx, ctx.root, 1.0)
+
+    def chain_from(self, ctx: SearchContext, start: State, start_ratio: float) -> tuple[State, float] | None:
+        """The pick-first chain from `start`, compiled but not run: pick-first at every step
+        until it stops or repeats a state (at most `ctx.max_steps` steps, `chain_share` of the
+        time left). The executable model scores every state of it, and the best is timed if it
+        is predicted faster than `start` by `min_predicted_gain`. (state, ratio) if it measures
+        faster than `start_ratio` beyond noise, else None. Beam search times the whole chain;
+        its best state is often several steps deep (a rewrite that pays only once a later one
         applies), which single greedy steps do not reach."""
         if self.compile_k <= 0 or self.chain_share <= 0 or ctx.out_of_time():
             return None
-        root_features = ctx.executable_features(ctx.root)
-        if root_features is None:
+        start_features = ctx.executable_features(start)
+        if start_features is None:
             return None
         stop_at = time.perf_counter() + self.chain_share * ctx.time_left()
-        states, rows = [], [root_features]
+        states, rows = [], [start_features]
         patterns: list[Counter] = [Counter()]
-        previous = ctx.root
-        for state in pick_first_states(ctx):
+        previous = start
+        for state in pick_first_states(ctx, start):
             f = ctx.executable_features(state)
             if f is None:
                 break
@@ -258,7 +283,7 @@ class Learned(CostModel):
             previous = state
             if time.perf_counter() > stop_at:
                 break
-        self.info["chain"] = len(states)
+        self.info["chain"] = self.info.get("chain", 0) + len(states)
         if not states:
             return None
         s = self._exe_model().scores(np.stack(rows), patterns)
@@ -266,8 +291,8 @@ class Learned(CostModel):
         if math.exp(s[best + 1] - s[0]) >= 1 - self.min_predicted_gain:
             return None
         ev = ctx.evaluate(states[best])
-        self.info["chain_timed"] = 1
-        return (states[best], ev.ratio) if ev.ok and ev.timed and ctx.improves(ev) else None
+        self.info["chain_timed"] = self.info.get("chain_timed", 0) + 1
+        return (states[best], ev.ratio) if ev.ok and ev.timed and ctx.improves(ev, start_ratio) else None
 
     @staticmethod
     def _patterns(exp, vec) -> Counter:
