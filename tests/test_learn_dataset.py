@@ -164,12 +164,14 @@ def test_shipped_export_loads(version):
     assert set(p["source"] for p in split.programs).isdisjoint(
         p["source"] for p in dataset.load(data, "train").programs)
     c = split.candidates(0)
-    if version in ("learned-v5", "learned-v6", "learned-v7"):  # every candidate has its executable's features; one executable, one vector
+    # every candidate has its executable's features; one executable, one vector
+    if version in ("learned-v5", "learned-v6", "learned-v7"):
         from shlo_env.learn import hlo_features
 
         a = split.arrays
         before_narrow = [f for f in hlo_features.FEATURES if f != "narrow_dot_flops"]  # v5 and v6 predate it
-        assert split.meta["exe_features"] == (list(hlo_features.FEATURES) if version == "learned-v7" else before_narrow)
+        want = list(hlo_features.FEATURES) if version == "learned-v7" else before_narrow
+        assert split.meta["exe_features"] == want
         assert np.isfinite(a["cand_exe"]).all() and np.isfinite(a["orig_exe"]).all()
         for p in range(len(split)):
             c = split.candidates(p)

@@ -17,8 +17,9 @@ step's reach. Where greedy steps stop, the chain from that state is walked the s
 A cascade, cheapest first: the graph network ranks every candidate without compiling; the
 `compile_k` best-ranked children and the probes are then compiled (no run), then the other
 children while time allows, and ranked again by the executable model (`learn.exe_model`, over
-`learn.hlo_features` of XLA's optimized HLO), and only those can be timed on its word (`compile_k=0`: the graph network alone). A child
-timed later reuses the executable compiled here.
+`learn.hlo_features` of XLA's optimized HLO), and only those can be timed on its word
+(`compile_k=0`: the graph network alone). A child timed later reuses the executable compiled
+here.
 
 What is timed at each step:
 - the `top_k` candidates the model predicts faster than the current state (by
@@ -184,12 +185,11 @@ class Learned(CostModel):
         (`BLIND_OPS`: the graph network cannot rank those, the executable model reads trip
         counts) and the probes, then the other children in the graph network's order: each
         is compiled (no run; a child timed later reuses the executable). Children not compiled
-        get +inf: only compiled ones are timed on the
-        model's word (probes aside). Probes timed anyway (`_timed_anyway`) are not
-        compiled here, and compiling stops once it has used `compile_share` of the
-        time left (a large program's compiles must not eat the budget its timings need). None
-        (the graph network's ranking stands) when `compile_k` is 0, the state does not compile
-        or no child could be compiled in time."""
+        get +inf: only compiled ones are timed on the model's word (probes aside). Probes timed
+        anyway (`_timed_anyway`) are not compiled here, and compiling stops once it has used
+        `compile_share` of the time left (a large program's compiles must not eat the budget
+        its timings need). None (the graph network's ranking stands) when `compile_k` is 0,
+        the state does not compile or no child could be compiled in time."""
         if self.compile_k <= 0 or not children:
             return None
         state_features = ctx.executable_features(exp.state)
