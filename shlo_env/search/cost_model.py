@@ -97,12 +97,23 @@ class CostModel(Strategy):
         left: the original."""
         yield ctx.root, 1.0
 
+    def restart(self, ctx: SearchContext, stop: State, stop_ratio: float, seen: set) -> tuple[State, float] | None:
+        """Where greedy steps stopped at `stop`, a (state, measured ratio) to go on from, or
+        None to take the next start. `seen` holds the keys of the stops already handed here
+        in this search. The base model has none."""
+        return None
+
     def search(self, ctx: SearchContext) -> Evaluation:
         counts: dict = dict(costed=0, timed=0, steps=0, predicted=[])
+        seen: set = set()
         for state, state_ratio in self.starts(ctx):
-            if ctx.out_of_time():
-                break
-            self._greedy(ctx, state, state_ratio, counts)
+            while not ctx.out_of_time():
+                state, state_ratio = self._greedy(ctx, state, state_ratio, counts)
+                found = self.restart(ctx, state, state_ratio, seen)
+                seen.add(state.key)
+                if found is None:
+                    break
+                state, state_ratio = found
         self.info.update(counts)
         return ctx.best
 

@@ -234,22 +234,12 @@ class Learned(CostModel):
             yield chained
         yield ctx.root, 1.0
 
-    def search(self, ctx: SearchContext):
-        """Greedy steps from each start; where they stop short of the original, the pick-first
-        chain from there (`chain_from`) and, if its best state measures faster, greedy steps
-        again from that state."""
-        counts: dict = dict(costed=0, timed=0, steps=0, predicted=[])
-        chained = {ctx.root.key}  # the root's chain is `chain_start`'s
-        for state, ratio in self.starts(ctx):
-            while not ctx.out_of_time():
-                state, ratio = self._greedy(ctx, state, ratio, counts)
-                found = None if state.key in chained else self.chain_from(ctx, state, ratio)
-                chained.add(state.key)
-                if found is None:
-                    break
-                state, ratio = found
-        self.info.update(counts)
-        return ctx.best
+    def restart(self, ctx: SearchContext, stop: State, stop_ratio: float, seen: set) -> tuple[State, float] | None:
+        """Where greedy steps stop short of the original, the pick-first chain from there
+        (`chain_from`), once per stop; the original's chain is `chain_start`'s."""
+        if stop.key == ctx.root.key or stop.key in seen:
+            return None
+        return self.chain_from(ctx, stop, stop_ratio)
 
     def chain_start(self, ctx: SearchContext) -> tuple[State, float] | None:
         """`chain_from` the original."""
