@@ -168,6 +168,30 @@ def test_a_chain_predicted_slower_is_not_timed(multi_program):  # noqa: F811
     assert "chain_timed" not in lm.info and ctx.evaluator.stats.timed == 0
 
 
+def test_a_second_look_times_the_best_ranked_children_where_greedy_steps_stop(multi_program):  # noqa: F811
+    """Every child predicted 0.5 % faster, short of `min_predicted_gain`: greedy steps time none;
+    the second look times the best-ranked ones where they stopped, and greedy steps go on from
+    one that measures faster (each rewrite cuts modelled flops). `second_looks=0`: nothing."""
+    ctx, _ = make_ctx(multi_program, max_steps=1)
+    lm = Learned(probes=0, compile_k=1, chain_share=0.0, second_looks=0)
+    lm._exe = Chain(0.995)  # type: ignore[assignment]
+    assert lm.search(ctx).ratio == 1.0 and ctx.evaluator.stats.timed == 0
+    ctx, _ = make_ctx(multi_program, max_steps=1)
+    lm = Learned(probes=0, compile_k=1, chain_share=0.0, second_looks=1)
+    lm._exe = Chain(0.995)  # type: ignore[assignment]
+    best = lm.search(ctx)
+    assert ctx.improves(best) and lm.info["second_looks"] >= 1
+    assert ctx.evaluator.stats.timed == lm.info["second_looks"]  # each look timed one new child
+
+
+def test_no_second_look_at_children_predicted_slower(multi_program):  # noqa: F811
+    ctx, _ = make_ctx(multi_program, max_steps=1)
+    lm = Learned(probes=0, compile_k=1, chain_share=0.0)
+    lm._exe = Chain(1.5)  # type: ignore[assignment]
+    lm.search(ctx)
+    assert "second_looks" not in lm.info and ctx.evaluator.stats.timed == 0
+
+
 def test_the_chain_from_a_state_starts_there(multi_program):  # noqa: F811
     """`chain_from` walks pick-first from the state it is given, and counts a gain against that
     state's measured ratio."""

@@ -12,7 +12,10 @@ scored by the executable model; its best state is timed if predicted faster, and
 steps start there when it measures faster beyond noise, then again from the original
 (`chain_start`). Its best state is often several pick-first steps deep, out of a greedy
 step's reach. Where greedy steps stop, the chain from that state is walked the same way
-(`chain_from`), and they go on from its best state if that measures faster.
+(`chain_from`), and they go on from its best state if that measures faster. Where that finds
+nothing either, the *second look* times the next `second_looks` children the models rank best
+there and predict faster at all, and greedy steps go on from the first that pays (time left is
+otherwise unused). These are `CostModel.search`'s `restart` hook.
 
 A cascade, cheapest first: the graph network ranks every candidate without compiling; the
 `compile_k` best-ranked children and the probes are then compiled (no run), then the other
@@ -77,7 +80,8 @@ class Learned(CostModel):
     def __init__(self, top_k: int = 1, max_candidates: int = 24, min_predicted_gain: float = 0.01,
                  probes: int = 3, unsure: float | None = None, weights=None, compile_k: int = 4,
                  exe_weights=None, compile_share: float = 0.5, chain_share: float = 0.25,
-                 time_pick_first: bool = True, exe_unsure: float | None = None):
+                 time_pick_first: bool = True, exe_unsure: float | None = None,
+                 second_looks: int = 2):
         super().__init__(top_k=top_k, max_candidates=max_candidates, min_predicted_gain=min_predicted_gain,
                          pass_prob=0.0)
         self.probes = probes
@@ -86,6 +90,9 @@ class Learned(CostModel):
         self.compile_share = compile_share
         self.chain_share = chain_share
         self.time_pick_first = time_pick_first
+        self.second_looks = second_looks
+        self._ranked: dict = {}  # state key -> its children predicted faster at all, best first
+        self._timed: set = set()  # keys of the children chosen to be timed
         self._exe: exe_model.ExeModel | None = None
         self.unsure = unsure
         self.exe_unsure = exe_unsure
@@ -177,7 +184,10 @@ class Learned(CostModel):
         self._prior = [float(e) for e in np.exp(prior - prior[0])[1:]]
         compiled = self._with_executables(ctx, exp, children, s)
         self._by_exe = [bool(np.isfinite(c)) for c in compiled[1:]] if compiled is not None else [False] * len(children)
-        return 1.0, [float(e) for e in (compiled if compiled is not None else est)[1:]]
+        ests = [float(e) for e in (compiled if compiled is not None else est)[1:]]
+        self._ranked[exp.state.key] = sorted(((e, c) for e, (_, c) in zip(ests, children) if e < 1.0),
+                                             key=lambda r: r[0])
+        return 1.0, ests
 
     def _with_executables(self, ctx: SearchContext, exp, children: list, static: np.ndarray) -> np.ndarray | None:
         """Predicted ratios from the executable model (`learn.exe_model`) for the state, the
@@ -235,11 +245,33 @@ class Learned(CostModel):
         yield ctx.root, 1.0
 
     def restart(self, ctx: SearchContext, stop: State, stop_ratio: float, seen: set) -> tuple[State, float] | None:
-        """Where greedy steps stop short of the original, the pick-first chain from there
-        (`chain_from`), once per stop; the original's chain is `chain_start`'s."""
-        if stop.key == ctx.root.key or stop.key in seen:
+        """Once per stop: where greedy steps stop short of the original, the pick-first chain
+        from there (`chain_from`; the original's is `chain_start`'s); where that finds nothing,
+        the second look."""
+        if stop.key in seen:
             return None
-        return self.chain_from(ctx, stop, stop_ratio)
+        found = None if stop.key == ctx.root.key else self.chain_from(ctx, stop, stop_ratio)
+        return found if found is not None else self.second_look(ctx, stop, stop_ratio)
+
+    def second_look(self, ctx: SearchContext, stop: State, stop_ratio: float) -> tuple[State, float] | None:
+        """While time is left where greedy steps stopped: the next `second_looks` children the
+        models rank best there and predict faster at all, not yet timed, are timed in order;
+        (child, ratio) for the first that measures faster beyond noise, else None."""
+        untimed = [child for _, child in self._ranked.get(stop.key, []) if child.key not in self._timed]
+        for child in untimed[:self.second_looks]:
+            if ctx.out_of_time():
+                break
+            self._timed.add(child.key)
+            ev = ctx.evaluate(child)
+            self.info["second_looks"] = self.info.get("second_looks", 0) + 1
+            if ev.ok and ev.timed and ctx.improves(ev, stop_ratio):
+                return child, ev.ratio
+        return None
+
+    def search(self, ctx: SearchContext):
+        """`CostModel.search`, with what the second look needs reset."""
+        self._ranked, self._timed = {}, set()
+        return super().search(ctx)
 
     def chain_start(self, ctx: SearchContext) -> tuple[State, float] | None:
         """`chain_from` the original."""
@@ -312,4 +344,5 @@ class Learned(CostModel):
                 picked.add(id(child))
                 chosen.append((est, child))
                 self.info["probes"] = self.info.get("probes", 0) + 1
+        self._timed.update(c.key for _, c in chosen)
         return chosen
