@@ -7,15 +7,18 @@ live nodes, so only rewrite decisions are ranked (vectors that disable XLA passe
 offered). Estimates are exp(score): their ratio to the current state's is the model's predicted
 runtime ratio.
 
-Before the greedy steps, the pick-first chain from the original is compiled (no run) and
-scored by the executable model; its best state is timed if predicted faster, and the greedy
-steps start there when it measures faster beyond noise, then again from the original
-(`chain_start`). Its best state is often several pick-first steps deep, out of a greedy
-step's reach. Where greedy steps stop, the chain from that state is walked the same way
-(`chain_from`), and they go on from its best state if that measures faster. Where that finds
-nothing either, the *second look* times the next `second_looks` children the models rank best
-there and predict faster at all, and greedy steps go on from the first that pays (time left is
-otherwise unused). These are `CostModel.search`'s `restart` hook.
+Before the greedy steps, the original's probes that rewrite a loop or a window reduction
+(which the models cannot rank, below) are timed (`blind_start`), before any compile for the
+models can use up a small budget. Then the pick-first chain from the original is compiled
+(no run) and scored by the executable model; its best state is timed if predicted faster
+(`chain_start`): it is often several pick-first steps deep, out of a greedy step's reach.
+The greedy steps start from the faster of these two that measures faster beyond noise, then
+from the other, then again from the original. Where greedy steps stop, the chain from that
+state is walked the same way (`chain_from`), and they go on from its best state if that
+measures faster. Where that finds nothing either, the *second look* times the next
+`second_looks` children the models rank best there and predict faster at all, and greedy
+steps go on from the first that pays (time left is otherwise unused). These two are
+`CostModel.search`'s `restart` hook.
 
 A cascade, cheapest first: the graph network ranks every candidate without compiling; the
 `compile_k` best-ranked children and the probes are then compiled (no run), then the other
@@ -237,12 +240,36 @@ class Learned(CostModel):
         return out
 
     def starts(self, ctx: SearchContext) -> Iterator[tuple[State, float]]:
-        """First the pick-first chain's best state, where it measures faster than the original
-        (`chain_start`); then the original."""
-        chained = self.chain_start(ctx)
-        if chained is not None:
-            yield chained
+        """First the states `blind_start` and `chain_start` found faster than the original,
+        the fastest first; then the original."""
+        found = [s for s in (self.blind_start(ctx), self.chain_start(ctx)) if s is not None]
+        yield from sorted(found, key=lambda s: s[1])
         yield ctx.root, 1.0
+
+    def blind_start(self, ctx: SearchContext) -> tuple[State, float] | None:
+        """The original's probes that touch `BLIND_OPS`, timed before anything is compiled for
+        the models: the models cannot rank them, so they are timed anyway, and a slow program's
+        compiles can use up a small budget before the greedy steps reach them. (state, ratio) of
+        the fastest that measures faster than the original beyond noise, else None."""
+        if self.probes <= 0 or ctx.out_of_time():
+            return None
+        exp = ctx.expand(ctx.root)
+        if exp.augmented is None:
+            return None  # no pattern matches
+        g = observe.graph(exp.augmented, uids=False)
+        best = None
+        for vec in self._probe_vectors(exp, ctx):
+            if ctx.out_of_time():
+                break
+            child = ctx.child(exp, vec) if self._blind(g, vec) else None
+            if child is None or child.key == ctx.root.key or child.key in self._timed:
+                continue
+            self._timed.add(child.key)
+            ev = ctx.evaluate(child)
+            self.info["blind_first"] = self.info.get("blind_first", 0) + 1
+            if ev.ok and ev.timed and ctx.improves(ev) and (best is None or ev.ratio < best[1]):
+                best = (child, ev.ratio)
+        return best
 
     def restart(self, ctx: SearchContext, stop: State, stop_ratio: float, seen: set) -> tuple[State, float] | None:
         """Once per stop: where greedy steps stop short of the original, the pick-first chain
