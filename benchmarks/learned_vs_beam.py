@@ -2,7 +2,7 @@
 
     python benchmarks/learned_vs_beam.py [--data data/learned-v7] [--split test] [--gain-below 0.97]
                                          [--start 0] [--limit 10] [--corpus 0] [--examples [NAME ...]]
-                                         [--budget 10] [--json out.json]
+                                         [--budget 10] [--control] [--json out.json]
 
 Programs: the sub-graphs of one split of an exported dataset (by default the test split, which
 the shipped model never trained or selected on; `--gain-below 0.97`: only those where the
@@ -18,6 +18,10 @@ their results are timed again side by side in one worker request with the origin
 that compiled to an already-timed executable are not counted); "compiled" the compiles without
 a run (cost analyses, executable features: the learned strategy's second stage). `--json` appends per-program
 rows to that file, so a long comparison can run in short chunks (`--start`, `--limit`).
+
+`--control` runs beam search in both slots (the first labelled "beam_again"), same seed and
+budget: how often beam matches its own second run sets what "same or better" can mean on a
+program whose search leaves it one or two timings.
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ from shlo_env.worker import Worker  # noqa: E402
 
 _WARM_UP = import_.lower(lambda x: x + 1.0, np.ones((2,), np.float32))
 
-STRATEGIES = ("learned", "beam")
+PAIR = (("learned", "learned"), ("beam", "beam"))  # (label, strategy): the first is compared with the second
+CONTROL = (("beam_again", "beam"), ("beam", "beam"))
 
 
 def split_uris(data: str, split: str, gain_below: float | None) -> list[str]:
@@ -80,39 +85,42 @@ def started_worker(cold: bool) -> Worker:
     return w
 
 
-def compare(uri: str, program, budget: float, runs: int, seed: int, flip: bool, cold: bool = False) -> dict:
+def compare(uri: str, program, budget: float, runs: int, seed: int, flip: bool, cold: bool = False,
+            pair=PAIR) -> dict:
     per, found = {}, {}
-    for s in (STRATEGIES[::-1] if flip else STRATEGIES):
+    for label, strategy in (pair[::-1] if flip else pair):
         with started_worker(cold) as w:
-            r = optimize_program(program, SearchOptions(strategy=s, budget_s=budget, seed=seed, final_timing=False,
-                                                        cost=False), worker=w)
+            r = optimize_program(program, SearchOptions(strategy=strategy, budget_s=budget, seed=seed,
+                                                        final_timing=False, cost=False), worker=w)
         if r.status != "ok":
-            print(f"  {uri} {s}: failed ({r.error})", file=sys.stderr)
+            print(f"  {uri} {label}: failed ({r.error})", file=sys.stderr)
             continue
-        per[s], found[s] = r, Found(r.program, r.disabled_passes)
+        per[label], found[label] = r, Found(r.program, r.disabled_passes)
     ratios, noise, base, _ = final_timing(program, found, runs) if found else ({}, math.nan, math.nan, 0)
+    labels = [label for label, _ in pair]
     return {"uri": uri, "space": next(iter(per.values())).decision_space if per else 0,
-            "baseline_ms": base * 1e3, "noise": noise, "load": os.getloadavg()[0],
-            **{f"{s}_ratio": ratios.get(s, math.nan) for s in STRATEGIES},
-            **{f"{s}_timed": per[s].stats.timed if s in per else 0 for s in STRATEGIES},
-            **{f"{s}_compiled": per[s].stats.featured + per[s].stats.costed if s in per else 0 for s in STRATEGIES},
-            **{f"{s}_found": ", ".join(per[s].applied) or "(original)" if s in per else "-" for s in STRATEGIES}}
+            "baseline_ms": base * 1e3, "noise": noise, "load": os.getloadavg()[0], "pair": labels,
+            **{f"{s}_ratio": ratios.get(s, math.nan) for s in labels},
+            **{f"{s}_timed": per[s].stats.timed if s in per else 0 for s in labels},
+            **{f"{s}_compiled": per[s].stats.featured + per[s].stats.costed if s in per else 0 for s in labels},
+            **{f"{s}_found": ", ".join(per[s].applied) or "(original)" if s in per else "-" for s in labels}}
 
 
 def table(rows: list[dict]) -> str:
-    header = ["program", "space", "jax.jit ms", "learned ratio", "beam ratio", "learned timed", "beam timed",
-              "learned compiled", "noise", "load"]
+    a, b = rows[0].get("pair", [label for label, _ in PAIR]) if rows else [label for label, _ in PAIR]
+    header = ["program", "space", "jax.jit ms", f"{a} ratio", f"{b} ratio", f"{a} timed", f"{b} timed",
+              f"{a} compiled", "noise", "load"]
     body = [[r["uri"].split("/", 1)[-1], space_text(r["space"]), f"{r['baseline_ms']:.3f}",
-             f"{r['learned_ratio']:.3f}", f"{r['beam_ratio']:.3f}", str(r["learned_timed"]), str(r["beam_timed"]),
-             str(r.get("learned_compiled", "-")), f"{r['noise']:.3f}", f"{r['load']:.1f}"] for r in rows]
-    ok = [r for r in rows if math.isfinite(r["learned_ratio"]) and math.isfinite(r["beam_ratio"])]
-    geo = {s: math.exp(sum(math.log(r[f"{s}_ratio"]) for r in ok) / len(ok)) if ok else math.nan for s in STRATEGIES}
-    timed = {s: sum(r[f"{s}_timed"] for r in rows) for s in STRATEGIES}
-    compiled = sum(r.get("learned_compiled", 0) for r in rows)
-    within = sum(r["learned_ratio"] <= r["beam_ratio"] * (1 + max(r["noise"], 0.03)) for r in ok)
-    return (format_table(header, body) + f"\n\n{len(rows)} programs; geomean ratio learned {geo['learned']:.3f}, "
-            f"beam {geo['beam']:.3f}; candidates timed learned {timed['learned']}, beam {timed['beam']} "
-            f"({timed['learned'] / max(1, timed['beam']):.0%}), learned compiled without a run {compiled}; learned same or better than beam (within "
+             f"{r[f'{a}_ratio']:.3f}", f"{r[f'{b}_ratio']:.3f}", str(r[f"{a}_timed"]), str(r[f"{b}_timed"]),
+             str(r.get(f"{a}_compiled", "-")), f"{r['noise']:.3f}", f"{r['load']:.1f}"] for r in rows]
+    ok = [r for r in rows if math.isfinite(r[f"{a}_ratio"]) and math.isfinite(r[f"{b}_ratio"])]
+    geo = {s: math.exp(sum(math.log(r[f"{s}_ratio"]) for r in ok) / len(ok)) if ok else math.nan for s in (a, b)}
+    timed = {s: sum(r[f"{s}_timed"] for r in rows) for s in (a, b)}
+    compiled = sum(r.get(f"{a}_compiled", 0) for r in rows)
+    within = sum(r[f"{a}_ratio"] <= r[f"{b}_ratio"] * (1 + max(r["noise"], 0.03)) for r in ok)
+    return (format_table(header, body) + f"\n\n{len(rows)} programs; geomean ratio {a} {geo[a]:.3f}, "
+            f"{b} {geo[b]:.3f}; candidates timed {a} {timed[a]}, {b} {timed[b]} "
+            f"({timed[a] / max(1, timed[b]):.0%}), {a} compiled without a run {compiled}; {a} same or better than {b} (within "
             f"max(noise, 3 %)) on {within} of {len(ok)}")
 
 
@@ -131,19 +139,26 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cold-worker", action="store_true",
                     help="start each search's worker inside its budget (the runs before 2026-11-25 did)")
+    ap.add_argument("--control", action="store_true",
+                    help="beam search against a second run of itself (same seed and budget) instead of learned")
     ap.add_argument("--json", default=None, help="append rows here; the table covers every row in the file")
     ap.add_argument("--table-only", action="store_true", help="print the table of the rows in --json")
     args = ap.parse_args(argv)
     rows = json.loads(Path(args.json).read_text()) if args.json and Path(args.json).exists() else []
+    pair = CONTROL if args.control else PAIR
+    if any(r.get("pair", [label for label, _ in PAIR]) != [label for label, _ in pair] for r in rows):
+        ap.error(f"{args.json} holds rows of the other comparison (--control or not): use another file")
     if not args.table_only:
         todo = program_list(args.data, args.split, args.corpus, args.examples, args.gain_below)
         end = len(todo) if args.limit is None else args.start + args.limit
         t0 = time.perf_counter()
         for i, (uri, load) in enumerate(todo[args.start:end], start=args.start):
-            row = compare(uri, load(), args.budget, args.runs, args.seed, flip=i % 2 == 1, cold=args.cold_worker)
-            print(f"  {uri}: learned {row['learned_ratio']:.3f} ({row['learned_timed']} timed, "
-                  f"{row['learned_compiled']} compiled), beam "
-                  f"{row['beam_ratio']:.3f} ({row['beam_timed']} timed), load {row['load']:.1f}", file=sys.stderr)
+            row = compare(uri, load(), args.budget, args.runs, args.seed, flip=i % 2 == 1, cold=args.cold_worker,
+                          pair=pair)
+            a, b = row["pair"]
+            print(f"  {uri}: {a} {row[f'{a}_ratio']:.3f} ({row[f'{a}_timed']} timed, "
+                  f"{row[f'{a}_compiled']} compiled), {b} "
+                  f"{row[f'{b}_ratio']:.3f} ({row[f'{b}_timed']} timed), load {row['load']:.1f}", file=sys.stderr)
             rows = [r for r in rows if r["uri"] != uri] + [row]
             if args.json:
                 Path(args.json).write_text(json.dumps(rows, indent=1))
