@@ -50,6 +50,10 @@ PAIR = (("learned", "learned"), ("beam", "beam"))  # (label, strategy): the firs
 CONTROL = (("beam_again", "beam"), ("beam", "beam"))
 
 
+def labels_of(pair) -> list[str]:
+    return [label for label, _ in pair]
+
+
 def split_uris(data: str, split: str, gain_below: float | None) -> list[str]:
     """The split's programs, in order; with `gain_below`, only those where the dataset measured
     a candidate faster than that ratio (where there is something to find)."""
@@ -97,7 +101,7 @@ def compare(uri: str, program, budget: float, runs: int, seed: int, flip: bool, 
             continue
         per[label], found[label] = r, Found(r.program, r.disabled_passes)
     ratios, noise, base, _ = final_timing(program, found, runs) if found else ({}, math.nan, math.nan, 0)
-    labels = [label for label, _ in pair]
+    labels = labels_of(pair)
     return {"uri": uri, "space": next(iter(per.values())).decision_space if per else 0,
             "baseline_ms": base * 1e3, "noise": noise, "load": os.getloadavg()[0], "pair": labels,
             **{f"{s}_ratio": ratios.get(s, math.nan) for s in labels},
@@ -107,7 +111,7 @@ def compare(uri: str, program, budget: float, runs: int, seed: int, flip: bool, 
 
 
 def table(rows: list[dict]) -> str:
-    a, b = rows[0].get("pair", [label for label, _ in PAIR]) if rows else [label for label, _ in PAIR]
+    a, b = rows[0].get("pair", labels_of(PAIR)) if rows else labels_of(PAIR)
     header = ["program", "space", "jax.jit ms", f"{a} ratio", f"{b} ratio", f"{a} timed", f"{b} timed",
               f"{a} compiled", "noise", "load"]
     body = [[r["uri"].split("/", 1)[-1], space_text(r["space"]), f"{r['baseline_ms']:.3f}",
@@ -146,7 +150,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     rows = json.loads(Path(args.json).read_text()) if args.json and Path(args.json).exists() else []
     pair = CONTROL if args.control else PAIR
-    if any(r.get("pair", [label for label, _ in PAIR]) != [label for label, _ in pair] for r in rows):
+    if any(r.get("pair", labels_of(PAIR)) != labels_of(pair) for r in rows):
         ap.error(f"{args.json} holds rows of the other comparison (--control or not): use another file")
     if not args.table_only:
         todo = program_list(args.data, args.split, args.corpus, args.examples, args.gain_below)
