@@ -21,7 +21,7 @@ written when it is done, so a killed build redoes at most one.
 Exporting: rows are grouped by program and split train/val/test by *source* program (the corpus
 program a sub-graph was cut from, or the corpus program itself), hashed, so no program's cuts
 leak across splits. One `<split>.npz` + `<split>.json` per split; the format is in
-docs/learned.md.
+docs/dataset_format.md.
 """
 
 from __future__ import annotations
