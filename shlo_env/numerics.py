@@ -95,8 +95,17 @@ def _bitwise_equal(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.all(same))
 
 
-def _nonfinite_match(c64: np.ndarray, o64: np.ndarray) -> bool:
-    """Non-finite values must sit in the same places with the same values (NaN matches NaN)."""
+def _components(x: np.ndarray) -> np.ndarray:
+    """A complex array as its real and imaginary parts side by side: complex arithmetic keeps
+    an infinity in one part while the other part is an ordinary value that rounds."""
+    return np.stack([x.real, x.imag], axis=-1) if np.iscomplexobj(x) else x
+
+
+def nonfinite_agree(candidate, original) -> bool:
+    """Non-finite values must sit in the same places with the same values (NaN matches NaN);
+    complex values part by part. A REASSOCIATE rewrite may round, never create or lose a NaN
+    or an inf."""
+    c64, o64 = (_components(_as_f64(np.asarray(x))) for x in (candidate, original))
     cf, of = np.isfinite(c64), np.isfinite(o64)
     if not np.array_equal(cf, of):
         return False
@@ -114,7 +123,7 @@ def compare_one(candidate, original, tier: Numerics, reference=None, sensitivity
         ok = _bitwise_equal(c, o)
         return Comparison(ok, tier, detail="" if ok else "values differ bitwise")
     c64, o64 = _as_f64(c), _as_f64(o)
-    if not _nonfinite_match(c64, o64):
+    if not nonfinite_agree(c64, o64):
         return Comparison(False, tier, detail="NaN/Inf in different places")
     finite = np.isfinite(o64)
     if not finite.any():

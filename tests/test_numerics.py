@@ -1,6 +1,6 @@
 import numpy as np
 
-from shlo_env.numerics import Numerics, compare_outputs
+from shlo_env.numerics import Numerics, compare_outputs, nonfinite_agree
 
 
 def test_exact_is_bitwise_with_nan_and_signed_zero():
@@ -45,3 +45,27 @@ def test_reassociate_sensitivity_covers_an_unusually_accurate_original():
     moved = ref + 5e-6  # the exact result moves this much when inputs move by a few ulps
     assert compare_outputs([cand], [orig], Numerics.REASSOCIATE, [ref], [moved]).ok
     assert not compare_outputs([cand + 1e-3], [orig], Numerics.REASSOCIATE, [ref], [moved]).ok
+
+
+def test_reassociate_rejects_a_nan_or_inf_where_the_original_is_finite():
+    """Whatever the error bound: a reordered product that gives NaN where the sequential one
+    underflowed to 0 (0 * inf), or inf where it stayed finite, is rejected."""
+    orig = np.array([1e-30, 0.0, -0.0, 5.0], np.float32)
+    ref = orig.astype(np.float64)
+    for bad in ([1e-30, np.nan, -0.0, 5.0], [1e-30, 0.0, -0.0, np.inf]):
+        cand = np.array(bad, np.float32)
+        assert not compare_outputs([cand], [orig], Numerics.REASSOCIATE, [ref], [ref]).ok
+        assert not compare_outputs([cand], [orig], Numerics.REASSOCIATE).ok
+        assert not compare_outputs([orig], [cand], Numerics.REASSOCIATE).ok  # nor lose one
+
+
+def test_complex_nonfinite_values_are_compared_per_component():
+    """A complex inf whose finite imaginary part rounds differently is the same infinity; an
+    infinity that moves from one component to the other, or a NaN part, is not."""
+    orig = np.array([np.inf + 1.0j, 2.0 + 3.0j], np.complex128)
+    rounded = np.array([np.inf + (1.0 + 2e-16) * 1j, 2.0 + 3.0j], np.complex128)
+    assert nonfinite_agree(rounded, orig)
+    assert compare_outputs([rounded], [orig], Numerics.REASSOCIATE, [orig]).ok
+    for moved in ([complex(1.0, np.inf), 2.0 + 3.0j], [complex(np.inf, np.nan), 2.0 + 3.0j]):
+        assert not nonfinite_agree(np.array(moved, np.complex128), orig)
+        assert not compare_outputs([np.array(moved, np.complex128)], [orig], Numerics.REASSOCIATE, [orig]).ok

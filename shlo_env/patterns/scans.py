@@ -1,4 +1,4 @@
-"""Prefix scans: a cumulative sum (max, min, product) lowered as a `reduce_window` becomes a
+"""Prefix scans: a cumulative sum (max, min) lowered as a `reduce_window` becomes a
 parallel scan.
 
 `jnp.cumsum(x, axis)` (and `lax.cummax`, `cummin`, `cumprod`) lower on CPU and GPU to a
@@ -10,7 +10,9 @@ interleave: about 2n operations in 2·log2(n) steps). On the corpus's causal lin
 (`attn_linear_causal`, a 256-long cumsum of outer products) the cumsum is most of the program.
 
 REASSOCIATE: the scan combines the elements in another order (a tree instead of one window per
-output), so float sums and products round differently.
+output), so float sums round differently. Products (`cumprod`) are not offered: a reordered
+float product can overflow to inf and meet an underflowed 0 (NaN) where the original is 0
+(see `_IDENTITY`).
 """
 
 from __future__ import annotations
@@ -29,8 +31,14 @@ from shlo_env.tensor_types import is_float
 
 #: The combining ops a prefix scan is offered for, with their identity (the padding value
 #: `jnp.cumsum` & co. use); a float identity only for float element types.
-_IDENTITY = {"stablehlo.add": 0, "stablehlo.multiply": 1,
-             "stablehlo.maximum": -math.inf, "stablehlo.minimum": math.inf}
+#: Not multiply (`cumprod`): the tree multiplies blocks x[i..j] = prefix(j) / prefix(i - 1),
+#: which are unbounded where a prefix is tiny, so it overflows where the sequential product
+#: underflowed (1e-30 * 1e-30 * 3e38 * 3e38 in float32: 0 one by one, 0 * inf = NaN by the
+#: tree) or the other way round, whatever the inputs' range. A block sum is a difference of
+#: two prefixes, at most twice the largest in magnitude: a sum overflows only where the
+#: original's own partial sums come within a factor 2 of the largest finite value, and sums
+#: of infinities and NaNs do not depend on the order. max and min are exact in any order.
+_IDENTITY = {"stablehlo.add": 0, "stablehlo.maximum": -math.inf, "stablehlo.minimum": math.inf}
 
 
 def _combiner(op) -> str | None:
@@ -76,7 +84,7 @@ def _prefix_axis(op) -> tuple[int, bool] | None:
 @register
 class ReduceWindowPrefixToScan(Pattern):
     """reduce_window(x, window n along an axis of n, padded n - 1 before) (cumsum, cummax,
-    cummin, cumprod) -> the same prefix by a parallel scan (2·log2 n strided steps, ~2n ops
+    cummin; not cumprod) -> the same prefix by a parallel scan (2·log2 n strided steps, ~2n ops
     instead of n²/2)."""
 
     root = "stablehlo.reduce_window"
