@@ -124,3 +124,52 @@ def test_looks_follow_the_schedule_and_later_data_is_ignored():
     r = test.result()
     assert r.looks == 1 and r.n == 29 and r.upper < 1 and r.accepted and test.done and test.needed == 0
     assert test.add([5.0] * 50) is Decision.ACCEPT  # decided stays decided
+
+
+# --- the timing driver on a tiny program ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny():
+    """(runner, one matmul, two matmuls) on 128x128 inputs registered as "x"."""
+    import jax.numpy as jnp
+
+    from shlo_env import runtime
+    from shlo_env.import_ import lower
+    from shlo_env.runners import InProcess
+
+    x = np.ones((128, 128), np.float32)
+    one = lower(lambda x, w: jnp.tanh(x @ w), x, x)
+    two = lower(lambda x, w: jnp.tanh((x @ w) @ w), x, x)
+    runner = InProcess()
+    runner.set_inputs("x", runtime.random_inputs(one.in_specs, 0))
+    return runner, one, two
+
+
+def test_driver_accepts_a_clearly_faster_program_and_rejects_a_slower_one(tiny):
+    from shlo_env.paired_timing import time_until_decided
+
+    runner, one, two = tiny
+    faster = time_until_decided(runner, two, one, "x", allowance_s=10.0)
+    assert faster.accepted and faster.upper < 1 and faster.ratio < 0.8, faster.describe()
+    assert faster.pairs >= 10 * faster.block_rounds and faster.seconds < 10.0 and faster.requests >= 3
+    slower = time_until_decided(runner, one, two, "x", allowance_s=10.0)
+    assert slower.decision is Decision.REJECT and slower.lower > 1, slower.describe()
+
+
+def test_driver_does_not_accept_a_program_against_its_own_copy(tiny):
+    from shlo_env.paired_timing import time_until_decided
+
+    runner, one, _ = tiny
+    copy = one.text() + "\n// a separately compiled copy\n"
+    res = time_until_decided(runner, one, copy, "x", allowance_s=3.0,
+                             test=SequentialRatioTest(alpha=0.001))  # a 0.1 % chance of a false accept
+    assert not res.accepted, res.describe()
+    assert res.seconds < 3.0 + 1.0 and res.time_a_s > 0 and res.time_b_s > 0
+
+
+def test_driver_refuses_a_bad_allowance(tiny):
+    from shlo_env.paired_timing import time_until_decided
+
+    runner, one, _ = tiny
+    with pytest.raises(ValueError):
+        time_until_decided(runner, one, one, "x", allowance_s=0.0)

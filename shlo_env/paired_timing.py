@@ -1,0 +1,141 @@
+"""Time A against B until the sequential test decides: `time_until_decided`.
+
+The driver of `shlo_env.sequential` (read its module doc for the statistics). It asks a runner
+(`shlo_env.runners`: the worker, or in process) for side-by-side timings in chunks, through the
+ordinary `time_each` request with an exact number of rounds, alternating the order of the two
+programs from one request to the next ([A, B], then [B, A]), cuts each request's interleaved run
+times into blocks of a few rounds, and feeds the counterbalanced block log-ratios to the test,
+until it decides or the time allowed is spent (undecided: not accepted).
+
+    from shlo_env.paired_timing import time_until_decided
+    res = time_until_decided(worker, original_text, candidate_text, "inputs", allowance_s=3.0)
+    if res.accepted: ...      # res.ratio, res.upper (the bound), res.pairs, res.seconds
+
+Both programs are compiled by the runner (cached by text, so a candidate already compiled for
+verification is not compiled again); the allowance counts from the call, compiles included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from shlo_env.runners import Runner
+from shlo_env.sequential import (Decision, SequentialRatioTest, SequentialResult, block_log_ratios,
+                                 counterbalanced)
+from shlo_env.timing import TimingPolicy
+
+BLOCK_S = 0.05  # a block of rounds lasts about this long (for programs slower than BLOCK_S / 8)
+ROUNDS = (3, 8)  # rounds per block: at least (a percentile of fewer is the maximum), at most
+REQUEST_S = 0.1  # a timing request lasts about this long (fewer round trips to the worker)
+
+
+class _HasText(Protocol):
+    def text(self) -> str: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class PairedTiming:
+    """What `time_until_decided` found. Ratios are T(B)/T(A) (below 1: B is faster).
+
+    `decision`: accept / reject / undecided (`shlo_env.sequential.Decision`); `ratio`: the
+    estimate; `lower`, `upper`: the last look's confidence bounds (each one-sided at level
+    alpha / looks; NaN when no look was reached); `pairs`: interleaved (A, B) rounds timed,
+    warm-ups left out; `observations`: counterbalanced block log-ratios fed to the test;
+    `requests`: timing requests sent; `seconds`: wall clock of the call; `time_a_s`,
+    `time_b_s`: the 10th percentile of all of A's and B's runs; `block_rounds`: rounds a block."""
+
+    decision: Decision
+    ratio: float
+    lower: float
+    upper: float
+    pairs: int
+    observations: int
+    requests: int
+    seconds: float
+    time_a_s: float
+    time_b_s: float
+    block_rounds: int
+    test: SequentialResult
+
+    @property
+    def accepted(self) -> bool:
+        return self.decision is Decision.ACCEPT
+
+    def describe(self) -> str:
+        return (f"{self.decision}: ratio {self.ratio:.4f} (bounds {self.lower:.4f} .. {self.upper:.4f}), "
+                f"{self.pairs} pairs in {self.requests} requests, {self.seconds:.2f} s")
+
+
+def _text(program: str | _HasText) -> str:
+    return program if isinstance(program, str) else program.text()
+
+
+def block_rounds_for(run_s: float) -> int:
+    """Rounds per block for a program pair whose round takes `run_s` seconds (see `BLOCK_S`)."""
+    if not run_s > 0 or not math.isfinite(run_s):
+        return ROUNDS[1]
+    return int(min(ROUNDS[1], max(ROUNDS[0], BLOCK_S // run_s)))
+
+
+def time_until_decided(runner: Runner, a: str | _HasText, b: str | _HasText, input_key: str,
+                       allowance_s: float, *, test: SequentialRatioTest | None = None,
+                       passes_a: Sequence[str] = (), passes_b: Sequence[str] = (),
+                       block_rounds: int | None = None, request_s: float = REQUEST_S, warmup: int = 1,
+                       timeout_s: float | None = None) -> PairedTiming:
+    """Time B against A (StableHLO text, or Programs) side by side on input set `input_key`
+    until `test` (default `SequentialRatioTest()`: alpha 1 %, min gain 1 %) decides, or
+    `allowance_s` seconds have passed since the call (no request is started that would end
+    past it, by the last pair of requests' duration); returns a `PairedTiming`.
+
+    `passes_a`/`passes_b`: each program's disabled XLA passes or option actions (as
+    `Runner.time_each` takes them); `block_rounds`: rounds per block (default by runtime,
+    `block_rounds_for`); `request_s`: the length of one timing request; `warmup`: untimed
+    rounds at the start of each request (after the order switch). A failing request raises
+    the runner's `CandidateError`."""
+    if not allowance_s > 0:
+        raise ValueError(f"allowance_s must be positive, got {allowance_s!r}")
+    if block_rounds is not None and block_rounds < 1:
+        raise ValueError(f"block_rounds must be >= 1, got {block_rounds!r}")
+    start = time.perf_counter()
+    test = test if test is not None else SequentialRatioTest()
+    item_a, item_b = (_text(a), tuple(passes_a)), (_text(b), tuple(passes_b))
+
+    def request(items, rounds: int, warm: int):
+        policy = TimingPolicy(runs=rounds, warmup=warm, min_seconds=0.0, max_rounds=rounds)
+        return runner.time_each(items, input_key, policy, timeout_s=timeout_s)
+
+    # A first short request compiles both (when not cached) and gives the run times.
+    probe = request([item_a, item_b], 2, 1)
+    requests = 1
+    run_s = float(min(probe[0].samples) + min(probe[1].samples))
+    rounds = block_rounds or block_rounds_for(run_s)
+    all_a: list[float] = []
+    all_b: list[float] = []
+    last_pair_s = 0.0
+    while not test.done:
+        if time.perf_counter() - start + max(last_pair_s, 2 * (rounds + warmup) * run_s) > allowance_s:
+            break
+        blocks = max(1, min(test.needed, int(request_s // max(rounds * run_s, 1e-9))))
+        t0 = time.perf_counter()
+        ta, tb = request([item_a, item_b], blocks * rounds, warmup)
+        sb, sa = request([item_b, item_a], blocks * rounds, warmup)
+        requests += 2
+        last_pair_s = time.perf_counter() - t0
+        ab = block_log_ratios(ta.samples, tb.samples, rounds)
+        ba = block_log_ratios(sa.samples, sb.samples, rounds)
+        test.add(counterbalanced(ab, ba))
+        all_a += list(ta.samples) + list(sa.samples)
+        all_b += list(tb.samples) + list(sb.samples)
+    res = test.result()
+    q = (lambda xs: float(np.percentile(xs, 10.0)) if xs else math.nan)
+    return PairedTiming(res.decision, res.ratio, res.lower, res.upper, min(len(all_a), len(all_b)), res.n,
+                        requests, time.perf_counter() - start, q(all_a), q(all_b), rounds, res)
+
+
+__all__ = ["BLOCK_S", "PairedTiming", "REQUEST_S", "ROUNDS", "block_rounds_for", "time_until_decided"]
