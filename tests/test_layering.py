@@ -141,6 +141,13 @@ def test_ir_is_the_bottom_layer():
     assert not any(m.startswith("shlo_env.patterns") for m in graph["shlo_env.builder"])
 
 
+def test_region_sits_on_the_running_floor():
+    """The search will judge candidates with `region`, so it must not import the search, the
+    learning floor or the front ends (it reads a `profile.Profile` for annotations only)."""
+    above = ("shlo_env.search", "shlo_env.learn", "shlo_env.profile", "shlo_env.optimize", "shlo_env.env")
+    assert not any(m.startswith(above) for m in import_graph()["shlo_env.region"])
+
+
 # --- pattern families ---------------------------------------------------------------------------
 
 def families(directory: Path) -> set[str]:

@@ -1,0 +1,689 @@
+"""Judging a rewrite on the region it changes, not on the whole program (issue 31, items 3-4).
+
+Compiling and timing a 1k-3k-op program per candidate allows about ten candidates a minute. A
+rewrite only changes the XLA kernels that hold the ops it touches, so a candidate can be judged
+first on those kernels alone, cut out as a small module that compiles and runs in milliseconds.
+
+- **Sites and their ops.** A site is an alternatives op (its index in
+  `driver.list_alternatives`). Its *matched ops* are the ops defining its root values plus the ops
+  on a path from the values its rewrite reads to those roots (the inner dot of `(A·B)·C`, the
+  transpose a folded-transpose pattern removes); other alternatives ops are transparent (their
+  region 0 is the identity).
+- **Op indices.** A profile (`shlo_env.profile.profile_program`) names ops by their position in
+  `driver.walk_ops` order. Here that order is taken over `baseline(program)`: the augmented
+  program with every choice 0 and nothing pruned, i.e. the walk of the augmented program without
+  its alternatives ops. Profile that program (`profile_program(baseline(program))`); a profile
+  of the unaugmented original works too when augment moved no op, and is rejected otherwise.
+- **The region** (`cut_region`): with a profile, every op of every kernel that holds a matched
+  op; without one, the matched ops plus their fusible elementwise neighbours (two steps out).
+  It is closed under paths through the outside (convex), so it can stand alone, and cut out as
+  `func.func @main(values read from outside) -> (values used outside)`; constants defined outside
+  are cloned in, so XLA folds them as in the whole program. The cut keeps the alternatives ops,
+  so `Region.before()` / `Region.after(choices)` are `driver.apply` on it. A site inside a loop
+  or conditional body, a region holding an op with side effects, or one reading a non-tensor
+  value falls back to the whole program (`Region.whole`, with `reason`).
+- **Inputs.** `boundary_inputs` runs the original once on its example inputs with every region's
+  inputs as extra outputs (one compile for all regions of a program): exact values, so gathers
+  and dynamic slices index as in the program. Without example inputs, `random_inputs` draws
+  N(0,1) floats and integers in [-8, 8] (XLA clamps gather and dynamic-slice indices, so a
+  random index cannot fault, but it can read other rows than the program would).
+- **Evaluation** (`evaluate_regions`): region-before and region-after compiled and timed side by
+  side on one runner; `RegionResult.predicted` = 1 - share x (1 - region ratio), where share is
+  the region's kernels' share of the profile's summed kernel time. `evaluate_regions_on` fans
+  the compiles out over a `shlo_env.executors` executor; timings hold its device lock, so they
+  never overlap on one device.
+- **Bounds** (`site_bounds`, `order_sites`, `skip_negligible`): a rewrite can save at most the
+  time of the kernels it touches: its bound is their summed share.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import func as func_dialect
+
+from shlo_env import alternatives_dialect as alt_dialect
+from shlo_env import runtime
+from shlo_env.driver import apply, list_alternatives
+from shlo_env.import_ import Program, ir_scope, program_from_module
+from shlo_env.ir import ancestor_in, block_ops, is_pure, walk, walk_block
+from shlo_env.runners import CandidateError, Runner
+from shlo_env.timing import TimingPolicy
+
+if TYPE_CHECKING:
+    from shlo_env.profile import Profile
+
+#: Sites whose kernels hold less than this share of the profiled time are not worth a candidate.
+NEGLIGIBLE_SHARE = 0.005
+#: Region timings: milliseconds each, so more rounds than the whole program's quick policy.
+REGION_TIMING = TimingPolicy(runs=20, warmup=3, min_seconds=0.05)
+#: How far back from its roots a site's matched ops are looked for (patterns are local).
+MATCH_DEPTH = 6
+#: Steps from the matched ops to fusible neighbours when there is no profile.
+NEIGHBOUR_STEPS = 2
+
+CONSTANT = "stablehlo.constant"
+# Ops XLA fuses into a neighbouring loop fusion (no profile: what joins the matched ops' kernel).
+FUSIBLE = frozenset({
+    "stablehlo.add", "stablehlo.subtract", "stablehlo.multiply", "stablehlo.divide",
+    "stablehlo.maximum", "stablehlo.minimum", "stablehlo.negate", "stablehlo.abs", "stablehlo.exponential",
+    "stablehlo.log", "stablehlo.tanh", "stablehlo.logistic", "stablehlo.sqrt", "stablehlo.rsqrt",
+    "stablehlo.power", "stablehlo.select", "stablehlo.compare", "stablehlo.convert", "stablehlo.clamp",
+    "stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.transpose", "stablehlo.sine",
+    "stablehlo.cosine", "stablehlo.and", "stablehlo.or", "stablehlo.not", "stablehlo.xor",
+    "stablehlo.exponential_minus_one", "stablehlo.log_plus_one", "stablehlo.floor", "stablehlo.ceil",
+    "stablehlo.sign", "stablehlo.remainder", "stablehlo.iota", "chlo.square", "chlo.erf",
+})
+WHILE_LIKE = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.if"})
+
+
+class RegionError(ValueError):
+    """Bad sites, choices or profile for a region."""
+
+
+# --- the graph of one block --------------------------------------------------------------------
+
+class _Graph:
+    """The ops of `program`'s main body as integers: who reads whom, and each op's range of
+    profile indices (walk order of `baseline(program)`, alternatives ops skipped)."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.block = program.body
+        self.ops = block_ops(self.block)
+        self.pos = {op: i for i, op in enumerate(self.ops)}
+        n = len(self.ops)
+        self.preds: list[set[int]] = [set() for _ in range(n)]
+        self.succs: list[set[int]] = [set() for _ in range(n)]
+        self.args_read: list[set[int]] = [set() for _ in range(n)]
+        self.defs: dict[ir.Value, int] = {}  # value defined in main (any depth) -> its top-level op
+        self.arg_index: dict[ir.Value, int] = {a: j for j, a in enumerate(self.block.arguments)}
+        self.start: list[int] = []  # profile index of each top-level op (alternatives: where it would be)
+        self.names: list[str] = []  # op name by profile index
+        self.nested: dict[ir.Operation, int] = {}  # every op nested in main -> its profile index
+        self.owner_of: list[int] = []  # profile index -> top-level position
+        for i, op in enumerate(self.ops):
+            self.start.append(len(self.names))
+            for inner in [op] + list(walk_block_of(op)):
+                self.defs.update((r, i) for r in inner.results)
+                for region in inner.regions:
+                    for b in region.blocks:
+                        self.defs.update((a, i) for a in b.arguments)
+            if op.name == alt_dialect.ALTERNATIVES:
+                continue  # not in baseline(program): no profile index, nor its regions' ops
+            for inner in [op] + list(walk(op, stop=(alt_dialect.ALTERNATIVES,))):
+                if inner.name != alt_dialect.ALTERNATIVES:
+                    self.nested[inner] = len(self.names)
+                    self.names.append(inner.name)
+                    self.owner_of.append(i)
+        for i, op in enumerate(self.ops):
+            for v in self.reads(op):
+                d = self.defs.get(v)
+                if d is not None and d != i:
+                    self.preds[i].add(d)
+                    self.succs[d].add(i)
+                elif v in self.arg_index:
+                    self.args_read[i].add(self.arg_index[v])
+
+    def reads(self, op: ir.Operation) -> Iterator[ir.Value]:
+        """Values `op` and the ops nested in it read (their own block arguments included)."""
+        yield from op.operands
+        for inner in walk_block_of(op):
+            yield from inner.operands
+
+    def indices(self, i: int) -> range:
+        """Profile indices of top-level op `i` and the ops nested in it."""
+        end = self.start[i + 1] if i + 1 < len(self.start) else len(self.names)
+        return range(self.start[i], end)
+
+    def top(self, value: ir.Value) -> int | None:
+        return self.defs.get(value)
+
+
+def walk_block_of(op: ir.Operation) -> Iterator[ir.Operation]:
+    """Every op nested in `op` (any depth); alternatives ops are entered too."""
+    for region in op.regions:
+        for b in region.blocks:
+            yield from walk_block(b)
+
+
+# --- sites -------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class _Site:
+    index: int
+    op: ir.Operation
+    top_level: bool
+    choices: int
+    labels: tuple[str, ...]
+    tiers: tuple[int, ...]
+
+
+def _sites(program: Program) -> list[_Site]:
+    body = program.body
+    return [_Site(a.index, a.op, a.op.block == body, a.num_choices, a.labels, a.tiers)
+            for a in list_alternatives(program)]
+
+
+def _resolve(g: _Graph, v: ir.Value) -> ir.Value:
+    """The value an alternatives op's result stands for with every choice 0 (its root)."""
+    while True:
+        d = g.defs.get(v)
+        if d is None or g.ops[d].name != alt_dialect.ALTERNATIVES or g.ops[d] != _owner_op(v):
+            return v
+        v = g.ops[d].operands[_result_number(v)]
+
+
+def _owner_op(v: ir.Value) -> ir.Operation | None:
+    owner = v.owner
+    return None if isinstance(owner, ir.Block) else owner.operation
+
+
+def _matched(g: _Graph, site: _Site) -> set[int]:
+    """Top-level positions of the site's matched ops (see the module docstring) and its own."""
+    op = site.op
+    nres = len(op.results)
+    operands = list(op.operands)
+    inputs = {_resolve(g, v) for v in operands[nres:]}
+    back: dict[int, None] = {}  # ops between the inputs and the roots (ordered set)
+    frontier = [_resolve(g, v) for v in operands[:nres]]
+    for _ in range(MATCH_DEPTH):
+        nxt: list[ir.Value] = []
+        for v in frontier:
+            d = g.defs.get(v)
+            if v in inputs or d is None or d in back:
+                continue
+            back[d] = None
+            nxt.extend(_resolve(g, u) for u in g.reads(g.ops[d]))
+        frontier = nxt
+    roots = {g.defs[v] for v in (_resolve(g, v) for v in operands[:nres]) if v in g.defs}
+    marked = set(inputs)
+    on_path: set[int] = set()
+    for i in sorted(back):
+        if any(_resolve(g, u) in marked for u in g.reads(g.ops[i])):
+            on_path.add(i)
+            marked.update(g.ops[i].results)
+    return roots | on_path | {g.pos[op]}
+
+
+def _touched_kernels(g: _Graph, positions: Iterable[int], profile: Profile) -> list[int]:
+    """Indices (into profile.kernels) of the kernels holding any op of `positions`."""
+    idx: set[int] = set()
+    for i in positions:
+        idx.update(g.indices(i))
+    return [k for k, kern in enumerate(profile.kernels) if idx.intersection(kern.ops)]
+
+
+def check_profile(g_or_program: _Graph | Program, profile: Profile) -> None:
+    """Raise RegionError unless `profile` names the ops of `baseline(program)` (by op kinds)."""
+    g = g_or_program if isinstance(g_or_program, _Graph) else _Graph(g_or_program)
+    for kern in profile.kernels:
+        if not kern.op_kinds:
+            continue
+        seen = collections.Counter(g.names[i] for i in kern.ops if i < len(g.names))
+        if any(i >= len(g.names) for i in kern.ops) or dict(seen) != dict(kern.op_kinds):
+            raise RegionError(f"the profile does not fit this program (kernel {kern.name}: profiled "
+                              f"{dict(kern.op_kinds)}, here {dict(seen)}); profile `region.baseline(program)`")
+
+
+# --- item 4: bounds ----------------------------------------------------------------------------
+
+def site_bounds(profile: Profile, program: Program) -> dict[int, float]:
+    """Site index -> the summed time share of the kernels its matched ops sit in: the most its
+    rewrite can save. A site in a loop or conditional body is bounded by the kernels holding its
+    root ops there (its enclosing loop's own share is not counted)."""
+    g = _Graph(program)
+    check_profile(g, profile)
+    out: dict[int, float] = {}
+    for site in _sites(program):
+        if site.top_level:
+            positions = _matched(g, site)
+            ks = _touched_kernels(g, positions, profile)
+        else:
+            nres = len(site.op.results)
+            idx = set()
+            for v in list(site.op.operands)[:nres]:
+                owner = v.owner
+                if not isinstance(owner, ir.Block) and owner.operation in g.nested:
+                    idx.add(g.nested[owner.operation])
+            ks = [k for k, kern in enumerate(profile.kernels) if idx.intersection(kern.ops)]
+        out[site.index] = sum(profile.kernels[k].share for k in ks)
+    return out
+
+
+def order_sites(bounds: Mapping[int, float]) -> list[int]:
+    """Sites by decreasing bound; equal bounds keep program order."""
+    return sorted(bounds, key=lambda s: (-bounds[s], s))
+
+
+def skip_negligible(bounds: Mapping[int, float], min_share: float = NEGLIGIBLE_SHARE) -> list[int]:
+    """The sites (by decreasing bound) whose kernels hold at least `min_share` of the time."""
+    return [s for s in order_sites(bounds) if bounds[s] >= min_share]
+
+
+# --- regions -----------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Region:
+    """A small module holding the ops a set of sites changes (or the whole program: `whole`).
+
+    `program` keeps its alternatives ops; `local` maps a site of the whole program to its
+    alternatives index in `program`. `inputs`/`outputs` say which values of the whole program
+    the module's arguments and results are: ("arg", j) for main's argument j, else
+    (top-level position in the augmented main body, result number)."""
+
+    program: Program
+    sites: tuple[int, ...]
+    local: dict[int, int]
+    labels: dict[int, tuple[str, ...]]  # site -> its alternatives' pattern names
+    tiers: dict[int, tuple[int, ...]]
+    ops: tuple[int, ...] = ()  # top-level positions (augmented main body) in the region
+    kernels: tuple[str, ...] = ()
+    share: float | None = None  # of the profile's summed kernel time (1.0 for the whole program)
+    whole: bool = False
+    reason: str = ""  # why it fell back to the whole program
+    inputs: tuple[tuple[Any, int], ...] = ()
+    outputs: tuple[tuple[Any, int], ...] = ()
+
+    def before(self) -> Program:
+        """The region with every choice 0 (the original computation)."""
+        return apply(self.program, [0] * len(list_alternatives(self.program)))
+
+    def after(self, choices: Mapping[int, int]) -> Program:
+        """The region with `choices` (site of the whole program -> choice) applied."""
+        vec = [0] * len(list_alternatives(self.program))
+        for site, choice in choices.items():
+            if site not in self.local:
+                raise RegionError(f"site {site} is not in this region (sites {sorted(self.local)})")
+            vec[self.local[site]] = int(choice)
+        return apply(self.program, vec)
+
+    def candidates(self) -> list[Candidate]:
+        """Every single-site, single-alternative candidate of this region's own sites."""
+        return [Candidate(self, {s: k}) for s in self.sites for k in range(1, len(self.labels[s]))]
+
+
+class Candidate(NamedTuple):
+    region: Region
+    choices: dict[int, int]  # site of the whole program -> choice
+
+
+def baseline(program: Program) -> Program:
+    """The program with every alternatives op resolved to its original (choice 0), nothing
+    pruned: the program to profile for `cut_region` and `site_bounds` (op indices match)."""
+    prog = program.clone()
+    with ir_scope():
+        for a in list_alternatives(prog):
+            alt_dialect.materialize(a.op, 0)
+        prog.module.operation.verify()
+    return prog
+
+
+def cut_regions(program: Program, site_sets: Sequence[Sequence[int] | int],
+                profile: Profile | None = None) -> list[Region]:
+    """`cut_region` for many site sets of one program, reading the program's graph once."""
+    g = _Graph(program)
+    if profile is not None:
+        check_profile(g, profile)
+    sites = _sites(program)
+    return [_cut(g, sites, [s] if isinstance(s, int) else list(s), profile) for s in site_sets]
+
+
+def cut_region(program: Program, site_ids: Sequence[int] | int, profile: Profile | None = None) -> Region:
+    """The region of the sites `site_ids` (alternatives indices of `program`): see the module
+    docstring. Falls back to the whole program (`Region.whole`) where a region cannot stand alone."""
+    return cut_regions(program, [site_ids], profile)[0]
+
+
+def _cut(g: _Graph, sites: list[_Site], ids: list[int], profile: Profile | None) -> Region:
+    if not ids:
+        raise RegionError("a region needs at least one site")
+    for s in ids:
+        if not 0 <= s < len(sites):
+            raise RegionError(f"site {s} out of range: the program has {len(sites)} alternatives ops")
+    chosen = [sites[s] for s in ids]
+    nested = [s.index for s in chosen if not s.top_level]
+    if nested:
+        return _whole(g.program, sites, ids, f"site {nested[0]} is inside a loop or conditional body")
+    members: set[int] = set()
+    for site in chosen:
+        members |= _matched(g, site)
+    kernels: list[int] = []
+    if profile is not None:
+        kernels = _touched_kernels(g, members, profile)
+        for k in kernels:
+            members.update(g.owner_of[i] for i in profile.kernels[k].ops if i < len(g.owner_of))
+    else:
+        members |= _fusible_neighbours(g, members)
+    ret = len(g.ops) - 1
+    members.discard(ret)
+    members = _convex(g, members)
+    if ret in members:
+        return _whole(g.program, sites, ids, "the region would hold main's return")
+    members |= {p for i in members for p in g.preds[i] if g.ops[p].name == CONSTANT}
+    problem = _unfit(g, members)
+    if problem:
+        return _whole(g.program, sites, ids, problem)
+    if profile is not None:
+        kernels = _touched_kernels(g, members, profile)
+    share = sum(profile.kernels[k].share for k in kernels) if profile is not None else None
+    try:
+        module, inputs, outputs = _build(g, sorted(members))
+        cut = program_from_module(module, name=f"{g.program.name}.region", inline=False)
+    except (ir.MLIRError, ValueError) as e:
+        return _whole(g.program, sites, ids, f"the cut does not stand alone: {e}")
+    # the cut keeps walk order, so the sites inside it (nested ones too) keep their order
+    inside = [s.index for s in sites if g.defs[s.op.results[0]] in members]
+    local = {s: j for j, s in enumerate(inside)}
+    if len(list_alternatives(cut)) != len(inside):
+        raise RegionError("the cut lost or gained an alternatives op")
+    return Region(cut, tuple(ids), local, {s: sites[s].labels for s in local},
+                  {s: sites[s].tiers for s in local}, tuple(sorted(members)),
+                  tuple(profile.kernels[k].name for k in kernels) if profile is not None else (), share,
+                  inputs=tuple(inputs), outputs=tuple(outputs))
+
+
+def _whole(program: Program, sites: list[_Site], ids: list[int], reason: str) -> Region:
+    n = len(program.in_specs)
+    nres = len(program.out_specs)
+    return Region(program, tuple(ids), {s.index: s.index for s in sites}, {s.index: s.labels for s in sites},
+                  {s.index: s.tiers for s in sites}, share=1.0, whole=True, reason=reason,
+                  inputs=tuple(("arg", j) for j in range(n)), outputs=tuple(("ret", j) for j in range(nres)))
+
+
+def _fusible_neighbours(g: _Graph, members: set[int]) -> set[int]:
+    out: set[int] = set()
+    frontier = set(members)
+    for _ in range(NEIGHBOUR_STEPS):
+        nxt = set()
+        for i in frontier:
+            for j in g.preds[i] | g.succs[i]:
+                name = g.ops[j].name
+                if j not in members and j not in out and (name in FUSIBLE or name == alt_dialect.ALTERNATIVES):
+                    nxt.add(j)
+        out |= nxt
+        frontier = nxt
+    return out
+
+
+def _convex(g: _Graph, members: set[int]) -> set[int]:
+    """`members` plus every op on a path from one member to another through the outside."""
+    lo, hi = min(members), max(members)
+    down = set(members)
+    for i in range(lo, hi + 1):
+        if i not in down and g.preds[i] & down:
+            down.add(i)
+    up = set(members)
+    for i in range(hi, lo - 1, -1):
+        if i not in up and g.succs[i] & up:
+            up.add(i)
+    return members | (down & up)
+
+
+def _is_tensor(t: ir.Type) -> bool:
+    return isinstance(t, ir.RankedTensorType)
+
+
+def _unfit(g: _Graph, members: set[int]) -> str:
+    """Why these ops cannot be cut out ('' when they can)."""
+    for i in sorted(members):
+        op = g.ops[i]
+        if not is_pure(op):
+            return f"the region would hold {op.name}, which has side effects"
+        if op.name in WHILE_LIKE and op.name != "stablehlo.while":
+            return f"the region would hold a {op.name}"
+        if not all(_is_tensor(v.type) for v in op.operands) or not all(_is_tensor(r.type) for r in op.results):
+            return f"{op.name} in the region reads or makes a non-tensor value"
+    return ""
+
+
+def _build(g: _Graph, members: list[int]) -> tuple[ir.Module, list, list]:
+    """The module `main(values read from outside) -> (values used outside)` of `members`."""
+    inside = set(members)
+    params: list[ir.Value] = []
+    addrs: list[tuple[Any, int]] = []
+    seen: set = set()
+    for i in members:
+        for v in g.reads(g.ops[i]):
+            d = g.defs.get(v)
+            if (d is not None and d in inside) or v in seen:
+                continue
+            if d is None and v not in g.arg_index:
+                continue  # a nested block's own argument
+            seen.add(v)
+            params.append(v)
+            addrs.append(("arg", g.arg_index[v]) if d is None else (d, _result_number(v)))
+    outputs: list[ir.Value] = []
+    out_addrs: list[tuple[Any, int]] = []
+    for i in members:
+        for k, r in enumerate(g.ops[i].results):
+            if any(u not in inside for u in _users(g, r)):
+                outputs.append(r)
+                out_addrs.append((i, k))
+    if not outputs:
+        raise ValueError("the region has no result used outside it")
+    with ir_scope():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            fn = func_dialect.FuncOp("main", ir.FunctionType.get([p.type for p in params],
+                                                                 [o.type for o in outputs]))
+        body = fn.add_entry_block()  # type: ignore[attr-defined]  # missing from the stubs
+        mapping: dict[ir.Value, ir.Value] = dict(zip(params, body.arguments))
+        ip = ir.InsertionPoint(body)
+        for i in members:
+            old = g.ops[i]
+            new = old.clone(ip=ip)
+            for inner in [new] + list(walk_block_of(new)):
+                for k, v in enumerate(inner.operands):
+                    if v in mapping:
+                        inner.operands[k] = mapping[v]
+            mapping.update(zip(old.results, new.results))
+        with ip:
+            func_dialect.ReturnOp([mapping[o] for o in outputs])
+        if not module.operation.verify():
+            raise ValueError("the cut module does not verify")
+    return module, addrs, out_addrs
+
+
+def _result_number(v: ir.Value) -> int:
+    return ir.OpResult(v).result_number
+
+
+def _users(g: _Graph, r: ir.Value) -> Iterator[int]:
+    """Top-level positions of the ops using `r` (main's return included)."""
+    for use in r.uses:
+        top = ancestor_in(g.block, use.owner)
+        assert top is not None, "a value of main is used inside main"
+        yield g.pos[top]
+
+
+# --- inputs ------------------------------------------------------------------------------------
+
+def random_inputs(region: Region, seed: int = 0) -> list[np.ndarray]:
+    """N(0,1) floats, integers in [-8, 8], random booleans for the region's arguments."""
+    return runtime.random_inputs(region.program.in_specs, seed)
+
+
+def boundary_program(program: Program, regions: Sequence[Region]) -> tuple[Program, list[tuple[int, int]]]:
+    """`baseline(program)` with every region's inputs and outputs as extra results; returns it
+    and, per region, the (start, end) of its inputs among the extra results (its outputs follow)."""
+    prog = program.clone()
+    with ir_scope():
+        main = prog.main
+        ops = block_ops(prog.body)
+        args = list(prog.body.arguments)
+        ret = ops[-1]
+        extra: list[ir.Value] = []
+        spans = []
+        for region in regions:
+            start = len(extra)
+            for where, k in list(region.inputs) + list(region.outputs):
+                if where == "arg":
+                    extra.append(args[k])
+                elif where == "ret":
+                    extra.append(ret.operands[k])
+                else:
+                    extra.append(ops[where].results[k])
+            spans.append((start, start + len(region.inputs)))
+        values = list(ret.operands) + extra
+        func_dialect.ReturnOp(values, ip=ir.InsertionPoint(ret))
+        ret.erase()
+        fn_type = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+        main.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(list(fn_type.inputs), [v.type for v in values]))
+        if "res_attrs" in main.attributes:
+            del main.attributes["res_attrs"]
+        for a in list_alternatives(prog):
+            alt_dialect.materialize(a.op, 0)
+        if not prog.module.operation.verify():
+            raise RegionError("the boundary program does not verify")
+    out = program_from_module(prog.module, name=f"{program.name}.boundary", inline=False)
+    return out, spans
+
+
+def boundary_values(runner: Runner, program: Program, regions: Sequence[Region],
+                    inputs: Sequence[np.ndarray] | None = None) -> list[tuple[list[np.ndarray], list[np.ndarray]]]:
+    """Per region, (its inputs, its outputs) as the original computes them on `inputs` (default:
+    the program's example inputs, else seeded random ones): one compile and run of the whole
+    program with the region boundaries as extra outputs."""
+    if inputs is None:
+        inputs = list(program.example_args) if program.example_args is not None \
+            else runtime.random_inputs(program.in_specs, 0)
+    prog, spans = boundary_program(program, regions)
+    runner.set_inputs("region.boundary", list(inputs))
+    outs = runner.run(prog.text(), "region.boundary")
+    base = len(program.out_specs)
+    result = []
+    for region, (start, end) in zip(regions, spans):
+        vals = outs[base + start: base + end + len(region.outputs)]
+        result.append((list(vals[: end - start]), list(vals[end - start:])))
+    return result
+
+
+def boundary_inputs(runner: Runner, program: Program, regions: Sequence[Region],
+                    inputs: Sequence[np.ndarray] | None = None) -> list[list[np.ndarray]]:
+    """Per region, its inputs as the original computes them (see `boundary_values`)."""
+    return [ins for ins, _ in boundary_values(runner, program, regions, inputs)]
+
+
+# --- evaluation --------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class RegionResult:
+    """One candidate judged on its region: T(after) / T(before), side by side."""
+
+    candidate: Candidate
+    ratio: float = math.nan  # 10th percentiles of the interleaved runs
+    median_ratio: float = math.nan  # median of the per-call ratios
+    before_s: float = math.nan
+    after_s: float = math.nan
+    compile_s: float = math.nan  # compiling (and running once) both versions
+    error: str = ""
+
+    @property
+    def share(self) -> float | None:
+        return self.candidate.region.share
+
+    @property
+    def predicted(self) -> float | None:
+        """The whole program's predicted ratio: 1 - share x (1 - region ratio)."""
+        share = self.share
+        if share is None or math.isnan(self.ratio):
+            return None
+        return 1.0 - share * (1.0 - self.ratio)
+
+
+def _texts(c: Candidate) -> tuple[str, str]:
+    return c.region.before().text(), c.region.after(c.choices).text()
+
+
+def _inputs_for(c: Candidate, given, i: int) -> list[np.ndarray]:
+    return list(given[i]) if given is not None else random_inputs(c.region)
+
+
+def evaluate_regions(runner: Runner, candidates: Sequence[Candidate],
+                     inputs: Sequence[Sequence[np.ndarray]] | None = None,
+                     timing: TimingPolicy = REGION_TIMING) -> list[RegionResult]:
+    """Compile and time region-before against region-after for each candidate on `runner`.
+
+    `inputs[i]` are candidate i's region inputs (e.g. from `boundary_inputs`); default random.
+    A candidate that fails gets a result with `error` set and NaN ratios."""
+    results = []
+    for i, c in enumerate(candidates):
+        res = RegionResult(c)
+        try:
+            before, after = _texts(c)
+            key = f"region.{i}"
+            runner.set_inputs(key, _inputs_for(c, inputs, i))
+            t0 = time.perf_counter()
+            runner.run(before, key)
+            runner.run(after, key)
+            res.compile_s = time.perf_counter() - t0
+            tb, ta = runner.time([before, after], key, timing)
+            _fill(res, tb, ta)
+        except (CandidateError, RegionError, ValueError) as e:
+            res.error = f"{type(e).__name__}: {e}"
+        results.append(res)
+    return results
+
+
+def _fill(res: RegionResult, tb: runtime.Timing, ta: runtime.Timing) -> None:
+    res.before_s, res.after_s = tb.full, ta.full
+    res.ratio = ta.full / tb.full if tb.full > 0 else math.nan
+    res.median_ratio = runtime.median_ratio(tb.samples, ta.samples)
+
+
+def _region_task(task, worker, device_lock) -> dict:
+    """One candidate on an executor's worker: compile both versions (in parallel with other
+    workers), then time them holding the device lock. Module-level: tasks pickle it by name."""
+    opts = task.options
+    worker.set_inputs("region", opts["inputs"])
+    t0 = time.perf_counter()
+    worker.run(opts["before"], "region")
+    worker.run(opts["after"], "region")
+    compile_s = time.perf_counter() - t0
+    with device_lock:
+        tb, ta = worker.time([opts["before"], opts["after"]], "region", opts["timing"])
+    return {"name": task.name, "status": "ok", "strategy": "region", "compile_s": compile_s,
+            "before": (tb.full, list(tb.samples)), "after": (ta.full, list(ta.samples))}
+
+
+def evaluate_regions_on(executor, candidates: Sequence[Candidate],
+                        inputs: Sequence[Sequence[np.ndarray]] | None = None,
+                        timing: TimingPolicy = REGION_TIMING) -> list[RegionResult]:
+    """`evaluate_regions` over a `shlo_env.executors` executor (`LocalExecutor(workers=N)` or
+    `RayExecutor`): compiles run in parallel, timings one at a time under the device lock."""
+    from shlo_env.executors import Task
+
+    results = [RegionResult(c) for c in candidates]
+    tasks = []
+    for i, c in enumerate(candidates):
+        try:
+            before, after = _texts(c)
+        except (RegionError, ValueError) as e:
+            results[i].error = f"{type(e).__name__}: {e}"
+            continue
+        opts = {"before": before, "after": after, "inputs": _inputs_for(c, inputs, i), "timing": timing}
+        tasks.append(Task(i, "region", "", f"region.{i}", "", "region", c.region.program, opts, _region_task))
+    for rec in executor.run(tasks):
+        res = results[rec["_index"]]
+        if rec.get("status") != "ok":
+            res.error = rec.get("error", "failed")
+            continue
+        res.compile_s = rec["compile_s"]
+        (b, bs), (a, as_) = rec["before"], rec["after"]
+        _fill(res, runtime.Timing(b, math.nan, None, len(bs), bs), runtime.Timing(a, math.nan, None, len(as_), as_))
+    return results
+
+
+__all__ = ["Candidate", "NEGLIGIBLE_SHARE", "REGION_TIMING", "Region", "RegionError", "RegionResult",
+           "baseline", "boundary_inputs", "boundary_program", "boundary_values", "check_profile",
+           "cut_region", "cut_regions", "evaluate_regions", "evaluate_regions_on", "order_sites",
+           "random_inputs", "site_bounds", "skip_negligible"]

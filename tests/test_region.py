@@ -1,0 +1,164 @@
+"""Region evaluation (issue 31, items 3-4): cutting the ops a rewrite changes out of the
+program, judging the rewrite there, and bounding what a site can save from one profile."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from shlo_env import driver, region
+from shlo_env.executors import LocalExecutor
+from shlo_env.numerics import Numerics
+from shlo_env.profile import Kernel, Profile, profile_program
+from shlo_env.runners import InProcess
+from shlo_env.verify import Verifier
+
+
+def _mlp(x, w, b, v):
+    h = jnp.tanh(x @ w + b)
+    return (h @ v) @ v.T, jnp.transpose(h) @ x
+
+
+def _hot_and_cold(x, w, s):
+    """A big transposed dot (hot) and a broadcast of a broadcast of a tiny vector (cold)."""
+    hot = jnp.transpose(x) @ w
+    cold = jnp.broadcast_to(jnp.broadcast_to(s[None, :], (1, 4)), (3, 4))
+    return hot, cold * 2.0
+
+
+def _augment(fn, *args):
+    from shlo_env.import_ import lower
+
+    return driver.augment(lower(fn, *args))
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((128, 128)).astype(np.float32)
+    program = _augment(_mlp, x, x, x[0], x)
+    return program, profile_program(region.baseline(program), runs=3, patterns=())
+
+
+def _site(program, label):
+    return next(a.index for a in driver.list_alternatives(program) if label in a.labels)
+
+
+def test_regions_verify_and_compute_exactly_what_the_program_computes_there(mlp):
+    program, prof = mlp
+    sites = range(len(driver.list_alternatives(program)))
+    runner = InProcess()
+    for regions in (region.cut_regions(program, sites, prof), region.cut_regions(program, sites)):
+        assert not any(r.whole for r in regions)
+        for r, (ins, outs) in zip(regions, region.boundary_values(runner, program, regions)):
+            before = r.before()
+            assert before.module.operation.verify()
+            assert before.num_ops() < program.num_ops()  # a part, not the program again
+            runner.set_inputs("b", ins)
+            got = runner.run(before.text(), "b")
+            assert len(got) == len(outs) > 0
+            for a, b in zip(got, outs):
+                assert a.dtype == b.dtype and np.array_equal(a, b), r.sites  # EXACT: bitwise
+
+
+def test_region_after_matches_before_within_the_patterns_tier(mlp):
+    program, prof = mlp
+    runner = InProcess()
+    for r in region.cut_regions(program, range(len(driver.list_alternatives(program))), prof):
+        verifier = Verifier(r.before(), runner, num_random=2)
+        for c in r.candidates():
+            (site, choice), = c.choices.items()
+            tier = Numerics(r.tiers[site][choice])
+            assert verifier.check(r.after(c.choices).text(), (), tier), (r.labels[site][choice], tier)
+
+
+def test_the_region_holds_the_kernels_of_the_site(mlp):
+    program, prof = mlp
+    site = _site(program, "fold_transpose_into_dot_rhs")
+    r = region.cut_region(program, site, prof)
+    assert r.kernels and 0 < r.share < 1
+    assert "stablehlo.dot_general" in r.before().text()
+    assert r.share == pytest.approx(region.site_bounds(prof, program)[site])
+    with pytest.raises(region.RegionError, match="not in this region"):
+        r.after({site + 100: 1})
+
+
+def test_a_site_inside_a_loop_falls_back_to_the_whole_program():
+    def f(x, w):
+        return jax.lax.fori_loop(0, 3, lambda i, h: jnp.tanh(jnp.transpose(h) @ w), x)
+
+    x = np.eye(16, dtype=np.float32)
+    program = _augment(f, x, x)
+    inner = _site(program, "fold_transpose_into_dot_lhs")
+    r = region.cut_region(program, inner)
+    assert r.whole and "loop" in r.reason and r.share == 1.0
+    after = r.after({inner: 1})
+    assert "fold_transpose_into_dot_lhs" in after.applied
+    runner = InProcess()
+    (ins, outs), = region.boundary_values(runner, program, [r])
+    runner.set_inputs("w", ins)
+    assert all(np.array_equal(a, b) for a, b in zip(runner.run(r.before().text(), "w"), outs))
+    res, = region.evaluate_regions(runner, r.candidates()[:1], inputs=[ins])
+    assert not res.error and res.predicted == pytest.approx(res.ratio)
+
+
+def test_evaluation_gives_ratios_and_the_predicted_whole_ratio(mlp):
+    program, prof = mlp
+    regions = region.cut_regions(program, [_site(program, "fold_transpose_into_dot_rhs")], prof)
+    cands = [c for r in regions for c in r.candidates()]
+    inputs = region.boundary_inputs(InProcess(), program, regions)
+    res, = region.evaluate_regions(InProcess(), cands, inputs=inputs)
+    assert not res.error and res.ratio > 0 and res.before_s > 0 and res.compile_s > 0
+    assert res.predicted == pytest.approx(1 - res.share * (1 - res.ratio))
+    on_executor, = region.evaluate_regions_on(LocalExecutor(workers=1), cands, inputs=inputs)
+    assert not on_executor.error and on_executor.ratio > 0
+
+
+def _fake_profile(program, shares: dict) -> Profile:
+    """A profile whose kernels are the ops named in `shares` (op name -> share), one each."""
+    g = region._Graph(program)
+    kernels = []
+    for name, share in shares.items():
+        ops = tuple(i for i, n in enumerate(g.names) if n == name)
+        kernels.append(Kernel(name, "fusion", "other", share, 1.0, share, ops=ops,
+                              op_kinds={name: len(ops)}))
+    return Profile("fake", "cpu", 1, "test", kernels, 1.0)
+
+
+def test_bounds_order_sites_and_skip_the_negligible():
+    x = np.ones((64, 64), np.float32)
+    program = _augment(_hot_and_cold, x, x, np.ones(4, np.float32))
+    hot = _site(program, "fold_transpose_into_dot_lhs")
+    cold = _site(program, "broadcast_of_broadcast")
+    prof = _fake_profile(program, {"stablehlo.dot_general": 0.95, "stablehlo.broadcast_in_dim": 0.002,
+                                   "stablehlo.multiply": 0.048})
+    bounds = region.site_bounds(prof, program)
+    assert bounds[hot] == pytest.approx(0.95) and bounds[cold] == pytest.approx(0.002)
+    order = region.order_sites(bounds)
+    assert order[0] == hot and all(order.index(s) < order.index(cold) for s in bounds if bounds[s] > bounds[cold])
+    kept = region.skip_negligible(bounds)
+    assert hot in kept and cold not in kept
+    assert region.skip_negligible(bounds, min_share=0.0) == region.order_sites(bounds)
+
+
+def test_bounds_from_a_measured_profile_put_the_hot_site_first():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((384, 384)).astype(np.float32)
+    program = _augment(_hot_and_cold, x, x, np.ones(4, np.float32))
+    prof = profile_program(region.baseline(program), runs=3, patterns=())
+    bounds = region.site_bounds(prof, program)
+    hot = _site(program, "fold_transpose_into_dot_lhs")
+    cold = _site(program, "broadcast_of_broadcast")
+    assert region.order_sites(bounds)[0] == hot and bounds[hot] > 0.5 > bounds[cold]
+
+
+def test_a_profile_of_another_program_is_rejected(mlp):
+    program, _ = mlp
+    x = np.ones((8, 8), np.float32)
+    other = _augment(_hot_and_cold, x, x, np.ones(4, np.float32))
+    prof = _fake_profile(other, {"stablehlo.transpose": 1.0})
+    prof.kernels[0].ops = (0, 1, 2)
+    with pytest.raises(region.RegionError, match="does not fit"):
+        region.cut_region(program, 0, prof)
+    with pytest.raises(region.RegionError, match="out of range"):
+        region.cut_region(program, 999)
