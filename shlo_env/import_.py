@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import io
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -295,9 +296,41 @@ def _has_func(module: ir.Module) -> bool:
     return any(op.operation.name == "func.func" for op in module.body.operations)
 
 
+ELIDED = "dense_resource<__elided__>"  # how MLIR prints an elements attribute it was told to elide
+
+
+def _check_elided_constants(module: ir.Module, name: str) -> None:
+    """Reject attributes printed without their values (`large_elements_limit`): the module parses,
+    but XLA cannot compile it ("Only dense elements attr are supported")."""
+    found: list[str] = []
+
+    def visit(op):
+        attrs = op.attributes
+        for i in range(len(attrs)):
+            attr = attrs[i].attr
+            # dense attributes come back as their own classes; a resource one as a plain Attribute
+            if type(attr) is ir.Attribute and str(attr).startswith(ELIDED):
+                loc = str(op.location).removeprefix("loc(").removesuffix(")")
+                line = re.fullmatch(r'"-":(\d+):\d+', loc)
+                found.append(f"{op.name} at {'line ' + line.group(1) if line else loc} ({attr.type})")
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if found:
+        shown = "; ".join(found[:3]) + (f"; and {len(found) - 3} more" if len(found) > 3 else "")
+        raise ProgramError(
+            f"{name}: {len(found)} constant{'s were' if len(found) > 1 else ' was'} saved without "
+            f"{'their' if len(found) > 1 else 'its'} values (`{ELIDED}`, as MLIR prints with "
+            f"`large_elements_limit`), so the module cannot run: {shown}. Save the module with its "
+            f"constants: `jax.jit(f).lower(*args).as_text()`, or `module.operation.get_asm()` / "
+            f"`.print(file=f)` without `large_elements_limit`, or as bytecode "
+            f"(`module.operation.write_bytecode(f)`, `shlo_env.save(program, 'model.mlirbc')`).")
+
+
 def program_from_module(module: ir.Module, *, name: str = "main", source: str = "",
                         in_tree=None, out_tree=None, example_args=None, inline: bool = True) -> Program:
     """Wrap a parsed module as a Program after checking it is something we can run."""
+    _check_elided_constants(module, source or name)
     _check_call_graph(module)
     if inline:
         _inline_calls(module)

@@ -171,3 +171,22 @@ def test_recursive_calls_are_a_clear_error(target):
     module = se.import_.parse_module(RECURSIVE.replace("@%s", "@" + target))
     with pytest.raises(ProgramError, match="recursive"):  # also when not inlining
         se.import_.program_from_module(module, inline=False)
+
+
+def test_elided_constants_are_refused_with_how_to_save_them(tmp_path):
+    # `large_elements_limit` prints big constants as `dense_resource<__elided__>`: the text parses,
+    # but XLA cannot compile it ("Only dense elements attr are supported")
+    c = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    lowered = jax.jit(lambda x: x @ c + jnp.float32(1.0)).lower(jnp.ones((64, 64), jnp.float32))
+    elided = lowered.compiler_ir("stablehlo").operation.get_asm(large_elements_limit=16)
+    assert "dense_resource<__elided__>" in elided
+    path = tmp_path / "model.mlir"
+    path.write_text(elided)
+    with pytest.raises(ProgramError) as e:
+        se.load(path)
+    message = str(e.value)
+    assert "model.mlir" in message and "stablehlo.constant at line 3 (tensor<64x64xf32>)" in message
+    assert "large_elements_limit" in message and "as_text()" in message
+    # the advice holds: the module printed as the message says loads with its constants
+    full = se.load(lowered.as_text())
+    assert full.num_ops() == se.load(lowered.compiler_ir("stablehlo").operation.get_asm()).num_ops()
