@@ -96,11 +96,11 @@ def augment(program: Program, patterns=None, *, inplace: bool = False,
     stats = stats if stats is not None else AugmentStats()
     prog = program if inplace else program.clone()
     with ir_scope(), _collector_paused():
-        groups = _collect_matches(prog, patterns, stats)
+        groups, cyclic = _collect_matches(prog, patterns, stats)
         redirect: dict[ir.Value, ir.Value] = {}
         orders = _Orders()
         for roots, members in groups.items():
-            _record(list(roots), members, redirect, stats, orders)
+            _record(list(roots), members, redirect, stats, orders, roots in cyclic)
     return prog
 
 
@@ -140,7 +140,32 @@ def _collect_matches(prog: Program, patterns: Sequence[Pattern], stats: AugmentS
                                            or not needs[p].isdisjoint(made)]
             if candidates:
                 _match_op(op, candidates, broken, groups, stats)
-    return groups
+        cyclic = _cyclic_groups(index, groups)
+    return groups, cyclic
+
+
+def _cyclic_groups(index: match_cache.Index, groups: dict[tuple, list[tuple[Pattern, Match]]]) -> set[tuple]:
+    """The groups (by roots) whose alternatives op would close a cycle in the unchanged
+    program: a value it reads (a root or an input) is computed from one of its roots.
+
+    Recording only adds paths (an alternatives op reads what the roots' users read through
+    it), so each of these would still close a cycle when `_place` comes to it, and is
+    rejected without a walk. A walk per match, over the ops between its roots, made augment
+    quadratic where a pattern pairs ops far apart (a weight shared by every layer of a
+    stack). `_place` still checks the others: earlier records may have added the path.
+    """
+    keys, queries = [], []
+    numbers, owner, block = index.value_number, index.owner, index.block
+    for roots, members in groups.items():
+        sources = [o for o in (owner[n] for n in map(numbers.get, roots) if n is not None) if o >= 0]
+        if not sources or not any(len(roots) > 1 or _values_in(m, []) for _, m in members):
+            continue
+        b = block[sources[0]]
+        targets = {o for _, m in members for n in map(numbers.get, _values_in(m, list(roots)))
+                   if n is not None and (o := owner[n]) >= 0 and block[o] == b}
+        keys.append(roots)
+        queries.append(([s for s in sources if block[s] == b], sorted(targets)))
+    return {keys[q] for q in index.reaching(queries)}
 
 
 def _match_op(op: ir.Operation, candidates: list[Pattern], broken: set[str],
@@ -166,7 +191,9 @@ def _match_op(op: ir.Operation, candidates: list[Pattern], broken: set[str],
         groups.setdefault(roots, []).append((p, m))
 
 
-def _record(roots: list[ir.Value], members, redirect: dict, stats: AugmentStats, orders: _Orders) -> None:
+def _record(roots: list[ir.Value], members, redirect: dict, stats: AugmentStats, orders: _Orders,
+            cyclic: bool = False) -> None:
+    """Build each member's alternative and place them in one op; `cyclic`: known to close a cycle."""
     original_roots = roots
     roots = [redirect.get(r, r) for r in roots]
     mapped, captured = members, [_values_in(m, []) for _, m in members]
@@ -198,7 +225,7 @@ def _record(roots: list[ir.Value], members, redirect: dict, stats: AugmentStats,
         labels.append(p.name)
         tiers.append(int(max(p.numerics, m.get("numerics", p.numerics))))  # a match may only loosen it
     if blocks:
-        op = _place(roots, inputs, blocks, labels, tiers, orders)
+        op = None if cyclic else _place(roots, inputs, blocks, labels, tiers, orders)
         if op is None:
             for name in labels:
                 stats.cycles[name] += 1
@@ -508,7 +535,9 @@ class LoopStep:
 
 def pick_first(program: Program | None, alts) -> list[int]:
     """The paper's pick-first heuristic: the first non-original choice at every alternatives op."""
-    return [1 if a.num_choices > 1 else 0 for a in alts]
+    from shlo_env.decisions import pick_first as first_choices  # the one rule (shlo_env.decisions)
+
+    return first_choices(a.num_choices for a in alts)
 
 
 def run_loop(program: Program, patterns=None, policy: Policy = pick_first, *,

@@ -10,10 +10,11 @@ import math
 
 from jaxlib.mlir import ir
 
+from shlo_env.patterns import match_cache as mc
 from shlo_env.patterns.base import Match, Numerics, Pattern, register
 from shlo_env.patterns.matching import (
     DotDims, broadcast_dims, commuted, concat_dim, dot_dims, i64s, matmul_flops, matmul_operands,
-    permutation, producer, scalar_operand, single_use, splat_value, users,
+    permutation, producer, scalar_operand, single_use, splat_value,
 )
 from shlo_env.tensor_types import element_type_of, is_float, shape_of
 
@@ -371,17 +372,16 @@ class DotOfBroadcast(Pattern):
 
 
 def _later_sibling_dots(op, value, position: int):
-    """Plain matmuls after `op` in its block that use `value` as operand `position`."""
-    out = []
-    for view in users(value):
-        user = view.operation
+    """Plain matmuls after `op` in its block that use `value` as operand `position`, in use-list
+    order, found lazily: the callers take the first that fits, and a weight shared by every
+    layer of a stack has a user per layer (a list per call made augment quadratic)."""
+    for user in mc.users(value):
         if user == op.operation or user.name != "stablehlo.dot_general" or user.block != op.operation.block:
             continue
         mm = matmul_operands(user.result)
         if mm is None or mm[position] != value or not op.operation.is_before_in_block(user):
             continue
-        out.append(user)
-    return out
+        yield user
 
 
 @register

@@ -63,6 +63,7 @@ class Index:
         self._ancestries: dict[int, _Ancestry] = {}
         self._successors: dict[int, list[int]] = {}
         self._arg_users: dict[int, tuple[list[int], list[int]]] = {}  # block -> _argument_users
+        self._blocks: dict[int, list[int]] = {}  # block -> its ops by position (`_block_ops`)
         self._searches: dict[tuple[int, int, int], tuple[list[int], bool, int]] = {}  # related_ops
         self._memo: dict[Hashable, dict[int, Any]] = {}  # tag -> {op number: fact}
         self._value_memo: dict[Hashable, dict[int, Any]] = {}  # tag -> {value number: fact}
@@ -318,6 +319,69 @@ class Index:
                             return found, windowed
             start = end
         return found, windowed
+
+    def reaching(self, queries: Sequence[tuple[Sequence[int], Sequence[int]]]) -> set[int]:
+        """The numbers of the `queries` (sources, targets: ops of one block) in which some
+        target reads some source, through ops of that block (the operands of the ops directly
+        inside their regions included), without being that source.
+
+        One pass over each block's ops in order, from a query's first source to its last
+        target, carrying per op the queries whose sources it reads as the bits of an int: the
+        work is the block's length plus its edges times the queries open at once, divided by
+        the word size; no walk per query. A path the index cannot see (a use nested two
+        regions deep) is missed: a query is then not reported, never wrongly reported.
+        """
+        seeds: dict[int, int] = {}  # op -> the queries it is a source of
+        checks: dict[int, list[int]] = {}  # op -> the queries it is a target of
+        last: dict[int, list[int]] = {}  # op -> the queries whose last target it is
+        spans: dict[int, list[int]] = {}  # block -> [first position, last position] to visit
+        pos, block = self.pos, self.block
+        for q, (sources, targets) in enumerate(queries):
+            if not sources:
+                continue
+            first = min(pos[s] for s in sources)
+            later = [t for t in targets if pos[t] > first]
+            if not later:
+                continue
+            b = block[sources[0]]
+            bit = 1 << q
+            for s in sources:
+                seeds[s] = seeds.get(s, 0) | bit
+            for t in later:
+                checks.setdefault(t, []).append(q)
+            end = max(later, key=pos.__getitem__)
+            last.setdefault(end, []).append(q)
+            span = spans.setdefault(b, [first, pos[end]])
+            span[0], span[1] = min(span[0], first), max(span[1], pos[end])
+        found: set[int] = set()
+        owner = self.owner
+        for b, (lo, hi) in spans.items():
+            reads: dict[int, int] = {}  # op -> the open queries whose sources it reads
+            done = 0  # the queries past their last target
+            for i in self._block_ops(b)[lo:hi + 1]:
+                got = 0
+                for v in self._inputs(i):
+                    o = owner[v]
+                    if o != _OUTSIDE and block[o] == b:
+                        got |= reads.get(o, 0) | seeds.get(o, 0)
+                got &= ~done
+                if got:
+                    reads[i] = got
+                for q in checks.get(i, ()):
+                    if got >> q & 1:
+                        found.add(q)
+                for q in last.get(i, ()):
+                    done |= 1 << q
+        return found
+
+    def _block_ops(self, b: int) -> list[int]:
+        """The ops of block b, by position."""
+        got = self._blocks.get(b)
+        if got is None:
+            for i, k in enumerate(self.block):
+                self._blocks.setdefault(k, []).append(i)
+            got = self._blocks.setdefault(b, [])
+        return got
 
     def _argument_users(self, b: int) -> tuple[list[int], list[int]]:
         """(flat, offsets): the users in block b of its arguments k, one per use in use-list
