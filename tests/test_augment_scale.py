@@ -18,6 +18,7 @@ from shlo_env.import_ import ir_scope
 from shlo_env.patterns import match_cache
 from shlo_env.patterns.base import resolve
 from shlo_env.testing import check_rewrites
+from test_match_cache import _count_calls
 
 
 def _ir_scale():
@@ -32,23 +33,6 @@ def _ir_scale():
 def _shared_weights(layers):
     fn, args = _ir_scale().make_shared_weights(layers, seq=8, dim=16)
     return se.lower(fn, *args)
-
-
-def _count_calls(fn) -> int:
-    """Python function calls made while running fn()."""
-    calls = 0
-
-    def profile(frame, event, arg):
-        nonlocal calls
-        if event == "call":
-            calls += 1
-
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return calls
 
 
 def f32(*shape):
