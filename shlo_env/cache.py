@@ -9,7 +9,10 @@ platform's user cache directory (`~/.cache/shlo_env` on Linux).
 Key (`search_key`): the DAG hash of the original program, the backend and device kind, the
 jax/jaxlib/shlo_env versions, the pattern set and the options that change the result.
 Value (`Entry`): the chosen program as StableHLO text (None when the search kept the original),
-the XLA passes it runs without, its numerics tier, and the search's report.
+the XLA actions it is compiled with (`xla_options.DisablePass`/`SetOption`, stored as tokens),
+its numerics tier, and the search's report. Entries written before the actions were typed
+(a `disabled_passes` list of strings) load: `name=value` is read as a SetOption, anything else
+as a DisablePass.
 
 An entry that cannot be read, was written by another format, or does not match its key is
 ignored with a `CacheWarning` and replaced by the next search. The cheap check of a hit against
@@ -28,6 +31,8 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+
+from shlo_env import xla_options
 
 FORMAT = 1
 ENV_VAR = "SHLO_ENV_CACHE_DIR"
@@ -72,16 +77,26 @@ class Entry:
     key: dict
     name: str
     program: str | None  # StableHLO text of the chosen program; None: the original was kept
-    disabled_passes: tuple[str, ...] = ()
+    actions: tuple[xla_options.Action, ...] = ()  # XLA actions to compile it with
     numerics: str = "EXACT"
     optimized_hash: str = ""
     report: dict = dataclasses.field(default_factory=dict)
     created: float = 0.0
     format: int = FORMAT
 
+    def __post_init__(self):
+        self.actions = xla_options.normalize(self.actions)
+
+    @property
+    def disabled_passes(self) -> tuple[str, ...]:
+        """The actions as tokens (pass names, `name=value` options)."""
+        return xla_options.tokens(self.actions)
+
     def to_json(self) -> str:
         d = dataclasses.asdict(self)
-        d["disabled_passes"] = list(self.disabled_passes)
+        d["actions"] = list(self.disabled_passes)
+        if isinstance(d.get("report"), dict) and "actions" in d["report"]:
+            d["report"]["actions"] = list(xla_options.tokens(_actions(d["report"]["actions"])))
         return json.dumps(d, default=_json_default)
 
     @classmethod
@@ -93,9 +108,26 @@ class Entry:
         missing = {"key", "name", "program"} - set(d)
         if missing:
             raise ValueError(f"missing fields {sorted(missing)}")
+        # before typed actions: a "disabled_passes" list of tokens (read as DisablePass/SetOption)
+        d["actions"] = _actions(d["actions"] if "actions" in d else d.get("disabled_passes"))
+        report = d.get("report")
+        if isinstance(report, dict):
+            report["actions"] = _actions(report["actions"] if "actions" in report else report.get("disabled_passes"))
+            report.pop("disabled_passes", None)
         d = {k: v for k, v in d.items() if k in names}
-        d["disabled_passes"] = tuple(d.get("disabled_passes") or ())
         return cls(**d)
+
+
+def _actions(stored) -> tuple[xla_options.Action, ...]:
+    """Typed actions from what a file holds: tokens, or {"name"[, "value"]} records."""
+    out = []
+    for a in stored or ():
+        if isinstance(a, dict):
+            out.append(xla_options.SetOption(a["name"], a["value"]) if "value" in a
+                       else xla_options.DisablePass(a["name"]))
+        else:
+            out.append(xla_options.parse(a))
+    return xla_options.normalize(out)
 
 
 def _json_default(x):
@@ -133,7 +165,7 @@ class SearchCache:
             return None
         try:
             entry = Entry.from_json(data.decode("utf-8"))
-        except (ValueError, TypeError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        except (ValueError, TypeError, KeyError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             warnings.warn(f"shlo_env cache: ignoring unreadable entry {path} ({type(e).__name__}: {e}); "
                           f"it will be replaced", CacheWarning, stacklevel=3)
             return None

@@ -33,11 +33,11 @@ from shlo_env import xla_options as option_actions
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program, lower, parse_module
 from shlo_env.noise_model import accepts
-from shlo_env.numerics import SENSITIVITY_ULPS, Numerics, verify
+from shlo_env.numerics import SENSITIVITY_ULPS, Numerics
 from shlo_env.search import passes as pass_actions
 from shlo_env.search.runner import SearchOptions, SearchSummary, optimize_program
 from shlo_env.timing import SEARCH, TimingPolicy
-from shlo_env.verify import all_finite, finite_redraw
+from shlo_env.verify import all_finite, escalate, finite_redraw
 from shlo_env.worker import shared as shared_worker
 
 
@@ -308,7 +308,7 @@ def _cache_entry(key: dict, opt: OptimizedFunction) -> search_cache.Entry:
     r = opt.report
     return search_cache.Entry(
         key=key, name=r.name, program=None if opt.program is None else opt.program.text(),
-        disabled_passes=tuple(r.disabled_passes), numerics=r.numerics,
+        actions=r.actions, numerics=r.numerics,
         optimized_hash="" if opt.program is None else dag_hash(opt.program),
         report=dataclasses.asdict(r))
 
@@ -351,13 +351,19 @@ def _from_cache(fn, args, jitted, program, entry, name, t0) -> OptimizedFunction
                 flat, want = redrawn
         got = run(call, flat)
         tier = Numerics.parse(entry.numerics)
-        cmp = verify([got], [want], tier)
-        ref = runtime.reference_outputs(program, flat) if not cmp.ok else None
-        if ref is not None:
-            cmp = verify([got], [want], tier, [ref])
-            if not cmp.ok:  # the original's own sensitivity, as the search's verification allows
-                sens = runtime.reference_outputs(program, flat, perturb_ulps=SENSITIVITY_ULPS)
-                cmp = verify([got], [want], tier, [ref], None if sens is None else [sens])
+        widened: dict = {}  # float64 outputs of the original, computed once, when the ladder asks
+
+        def refs():
+            if "ref" not in widened:
+                widened["ref"] = runtime.reference_outputs(program, flat)
+            return None if widened["ref"] is None else [widened["ref"]]
+
+        def sensitivities():  # the original's own sensitivity, as the search's verification allows
+            sens = None if widened.get("ref") is None else runtime.reference_outputs(
+                program, flat, perturb_ulps=SENSITIVITY_ULPS)
+            return None if sens is None else [sens]
+
+        cmp = escalate([got], [want], tier, refs, sensitivities, reference_free_first=True)
         if not cmp.ok:
             raise ValueError(f"outputs differ from jax.jit's: {cmp.detail}")
     except Exception as e:  # noqa: BLE001 - a bad entry means: search again
@@ -380,8 +386,8 @@ def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out,
     except Exception as e:  # noqa: BLE001 - any failure here means: keep jax.jit
         return keep_original(f"could not build the optimized callable: {type(e).__name__}: {e}")
     ref, sens = reference_out if reference_out is not None else (None, None)
-    cmp = verify([[np.asarray(g) for g in got]], [[np.asarray(w) for w in want]], best.numerics,
-                 None if ref is None else [ref], None if sens is None else [sens])
+    cmp = escalate([[np.asarray(g) for g in got]], [[np.asarray(w) for w in want]], best.numerics,
+                   lambda: None if ref is None else [ref], lambda: None if sens is None else [sens])
     if not cmp.ok:
         return keep_original(f"final in-process check against jax.jit failed: {cmp.detail}")
     tier = max(cmp.tier, best.verified)

@@ -54,11 +54,21 @@ def all_finite(outputs: Outputs) -> bool:
 
 
 def escalate(outputs: Sequence[Outputs], originals: Sequence[Outputs], claimed: Numerics | str,
-             references: Callable[[], list | None], sensitivities: Callable[[], list | None]) -> Comparison:
-    """Compare a candidate's outputs with the original's on every input set, in the order of
-    the module docstring; `references()` and `sensitivities()` are called only when needed.
-    The result's `tier` is the tier established (`ok` False: verified in no tier it may use)."""
+             references: Callable[[], list | None], sensitivities: Callable[[], list | None], *,
+             reference_free_first: bool = False) -> Comparison:
+    """The verification ladder: compare a candidate's outputs with the original's on every
+    input set, in the order of the module docstring; `references()` and `sensitivities()` are
+    called only when needed (each call may be asked again: callers cache). With
+    `reference_free_first`, the tier's comparison without a reference is tried before any
+    reference is asked for (`optimize`'s check of a cache hit, which computes references in
+    its own process). The result's `tier` is the tier established (`ok` False: verified in no
+    tier it may use). Every check of a candidate against the original goes through here: the
+    search's `Verifier`, and `optimize`'s in-process checks."""
     exact = all(compare_outputs(g, o, Numerics.EXACT).ok for g, o in zip(outputs, originals))
+    if not exact and reference_free_first:
+        cmp = verify(outputs, originals, claimed)
+        if cmp.ok:
+            return cmp
     cmp = verify(outputs, originals, claimed, None if exact else references())
     if not cmp.ok and not exact:
         cmp = verify(outputs, originals, claimed, references(), sensitivities())

@@ -1,11 +1,14 @@
-"""XLA compile options as macro actions, beside the pass toggles of `shlo_env.search.passes`.
+"""XLA actions, typed: `DisablePass(name)` and `SetOption(name, value)`; the compile options
+offered as macro actions beside the pass toggles of `shlo_env.search.passes`.
 
-An option action is a token `name=value` (e.g. `xla_cpu_use_onednn=true`). It travels in the
-same tuple as disabled pass names (a search state's `passes`, the evaluator's cache key, the
-worker's compile arguments), so every search strategy can toggle it like a pass: the token is
-either set or not. `split` separates the two kinds where a compile is built; option tokens
-become `CompileOptions.env_option_overrides` (jax.jit's `compiler_options`), which jaxlib 0.10.2
-accepts per compile for every CPU option listed here.
+A search state carries a sorted tuple of typed actions (`State.actions`, `Evaluation.actions`,
+`SearchSummary.actions`, the cache entry). Their text form, a *token*, is what crosses process
+and file boundaries (the worker's compile arguments, the cache key, the results database): a
+pass name disables that pass, `name=value` (e.g. `xla_cpu_use_onednn=true`) sets an option.
+`parse` reads a token back into its action; `action.token` writes it. `split` separates the two
+kinds where a compile is built; option tokens become `CompileOptions.env_option_overrides`
+(jax.jit's `compiler_options`), which jaxlib 0.10.2 accepts per compile for every CPU option
+listed here.
 
 These options change code generation and the runtime (library calls, threading, vector width,
 scheduling), not the HLO: the optimized HLO text is usually unchanged, so only timing shows
@@ -16,9 +19,90 @@ asked for (`resolve(..., approx=True)`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
+from typing import Union
 
 from shlo_env.numerics import Numerics
+
+
+@dataclasses.dataclass(frozen=True)
+class DisablePass:
+    """Compile without the XLA pass `name` (`xla_disable_hlo_passes`)."""
+
+    name: str
+
+    def __post_init__(self):
+        if not self.name or "=" in self.name or "," in self.name:
+            raise ValueError(f"not an XLA pass name: {self.name!r}")
+
+    @property
+    def token(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return self.token
+
+
+@dataclasses.dataclass(frozen=True)
+class SetOption:
+    """Compile with the XLA option `name` set to `value` (`env_option_overrides`)."""
+
+    name: str
+    value: bool | int | str
+
+    def __post_init__(self):
+        if not self.name or "=" in self.name or "," in self.name:
+            raise ValueError(f"not an XLA option name: {self.name!r}")
+
+    @property
+    def token(self) -> str:
+        return token(self.name, self.value)
+
+    def __str__(self) -> str:
+        return self.token
+
+
+Action = Union[DisablePass, SetOption]
+
+
+def parse(action: "str | Action") -> Action:
+    """The typed action of a token (`name=value`: SetOption, else DisablePass); an action is
+    returned as it is."""
+    if isinstance(action, (DisablePass, SetOption)):
+        return action
+    if not isinstance(action, str):
+        raise TypeError(f"an XLA action is a DisablePass, a SetOption or a token string, got {action!r}")
+    text = action.strip()
+    if "=" in text:
+        name, _, value = text.partition("=")
+        return SetOption(name, parse_value(value))
+    return DisablePass(text)
+
+
+def normalize(actions: "Iterable[str | Action] | str | None") -> tuple[Action, ...]:
+    """A canonical tuple of typed actions: sorted by token, unique, no empty tokens, one value
+    per option (the first in token order when two values of one option meet). A string is a
+    comma-separated list of tokens."""
+    if not actions:
+        return ()
+    if isinstance(actions, str):
+        actions = actions.split(",")
+    typed = {parse(a) for a in actions if not (isinstance(a, str) and not a.strip())}
+    out: list[Action] = []
+    options: set[str] = set()
+    for a in sorted(typed, key=lambda a: a.token):
+        if isinstance(a, SetOption):
+            if a.name in options:
+                continue
+            options.add(a.name)
+        out.append(a)
+    return tuple(out)
+
+
+def tokens(actions: "Iterable[str | Action] | None") -> tuple[str, ...]:
+    """The token of each action, in order (what the worker and the files store)."""
+    return tuple(parse(a).token for a in actions or ())
 
 # (name, values offered, what it does, tier). The values are the alternatives to XLA's default
 # as far as it is known; a value equal to the default is harmless (the same executable).
@@ -57,8 +141,8 @@ def token(name: str, value) -> str:
     return f"{name}={text}"
 
 
-def is_option(action: str) -> bool:
-    return "=" in action
+def is_option(action: "str | Action") -> bool:
+    return isinstance(action, SetOption) or (isinstance(action, str) and "=" in action)
 
 
 def parse_value(text: str):
@@ -70,20 +154,23 @@ def parse_value(text: str):
         return text
 
 
-def split(actions: Iterable[str]) -> tuple[tuple[str, ...], dict]:
-    """(disabled pass names, {option: value}) of a state's actions."""
+def split(actions: "Iterable[str | Action]") -> tuple[tuple[str, ...], dict]:
+    """(disabled pass names, {option: value}) of a state's actions (typed or tokens)."""
     passes, options = [], {}
     for a in actions or ():
-        if is_option(a):
-            name, _, value = a.partition("=")
-            options[name] = parse_value(value)
-        elif a:
-            passes.append(a)
+        if isinstance(a, str) and not a:
+            continue
+        typed = parse(a)
+        if isinstance(typed, SetOption):
+            options[typed.name] = typed.value
+        else:
+            passes.append(typed.name)
     return tuple(passes), options
 
 
-def option_name(action: str) -> str | None:
-    return action.partition("=")[0] if is_option(action) else None
+def option_name(action: "str | Action") -> str | None:
+    typed = parse(action)
+    return typed.name if isinstance(typed, SetOption) else None
 
 
 def _table(platform: str, approx: bool):
@@ -110,14 +197,14 @@ def resolve(options: bool | str | Sequence[str] | None, platform: str | None = N
         return candidate_options(platform)
     if options == "approx":
         return candidate_options(platform, approx=True)
-    tokens = [options] if isinstance(options, str) else list(options)
-    bad = [t for t in tokens if not is_option(t)]
+    given = [options] if isinstance(options, str) else list(options)
+    bad = [t for t in given if not is_option(t)]
     if bad:
         raise ValueError(f"XLA option actions are NAME=VALUE tokens, got {bad}")
-    return tuple(tokens)
+    return tuple(given)
 
 
-def numerics(actions: Iterable[str]) -> Numerics:
+def numerics(actions: "Iterable[str | Action]") -> Numerics:
     """The loosest tier among the option actions (an unknown option claims REASSOCIATE)."""
     tier = Numerics.EXACT
     tiers = {name: t for name, _, _, t in ALL_OPTIONS}
@@ -128,12 +215,12 @@ def numerics(actions: Iterable[str]) -> Numerics:
     return tier
 
 
-def describe(action: str) -> str:
+def describe(action: "str | Action") -> str:
     name = option_name(action)
     return next((what for n, _, what, _ in ALL_OPTIONS if n == name), "")
 
 
-def compiler_options(actions: Iterable[str]) -> dict:
+def compiler_options(actions: "Iterable[str | Action]") -> dict:
     """jax.jit's `compiler_options` for a state's actions (passes and options together)."""
     passes, options = split(actions)
     if passes:

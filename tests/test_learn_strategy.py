@@ -50,7 +50,7 @@ def test_probes_alternate_singles_with_sweeps(multi_program):  # noqa: F811
     ctx, _ = make_ctx(multi_program, max_steps=1)
     exp = ctx.expand(ctx.root)
     sweep = [0, 1, 1]  # stands in for one rewrite taken at its two sites
-    ctx.sweeps = lambda e: iter([sweep])  # type: ignore[method-assign]
+    ctx.sweeps = lambda e, hot_first=True: iter([sweep])  # type: ignore[method-assign]
     singles = list(ctx.singles(exp))
     lm = Pessimist(unsure=0.5, probes=4)
     assert lm._probe_vectors(exp, ctx) == [[1, 1, 1], singles[0], sweep, singles[1]]

@@ -56,8 +56,7 @@ def test_hot_sites_come_first(hot_program):
     heat = ctx.heat(exp)
     assert heat[1] > 100 * heat[0]  # a 128^3 dot against 8 divides
     assert labels_of(exp, next(ctx.singles(exp))) == ["transpose_of_dot"]
-    ctx.hot_first = False
-    assert labels_of(exp, next(ctx.singles(exp))) == ["div_by_power_of_two"]
+    assert labels_of(exp, next(ctx.singles(exp, hot_first=False))) == ["div_by_power_of_two"]
 
 
 def test_loop_body_ops_count_per_iteration():
@@ -135,7 +134,10 @@ def test_a_rewrite_that_paid_is_swept_first_at_the_next_step():
     single = next(v for v in ctx.singles(exp) if labels_of(exp, v) == ["div_by_power_of_two"])
     child = ctx.child(exp, single)
     base = ctx.evaluator.cache[ctx.evaluator.original_key]
-    fake = {child.hash: dataclasses.replace(base, hash=child.hash, ratio=0.5, median_ratio=0.5, confirmed=True)}
+    from shlo_env.search.evaluator import Measurement, Status
+
+    fake = {child.hash: dataclasses.replace(base, hash=child.hash, status=Status.CONFIRMED,
+                                            measurement=Measurement(0.5, 0.5))}
     real = ctx.evaluator.evaluate
     ctx.evaluator.evaluate = lambda prog, *, passes=(), hash=None, time_it=True: (  # noqa: A006
         fake.get(hash) or real(prog, passes=passes, hash=hash, time_it=time_it))

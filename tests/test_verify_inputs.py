@@ -104,7 +104,7 @@ def test_cache_check_redraws_its_set_where_the_original_overflows():
     original, candidate = se.lower(_overflowing, x), se.lower(_reassociated, x)
     flat = runtime.random_inputs(original.in_specs, opt.CACHE_CHECK_SEED)
     assert not all_finite(_run(original, flat)), "test premise: the check's N(0,1) set overflows"
-    entry = search_cache.Entry(key={}, name="overflowing", program=candidate.text(), disabled_passes=(),
+    entry = search_cache.Entry(key={}, name="overflowing", program=candidate.text(), actions=(),
                                numerics="REASSOCIATE", optimized_hash=dag_hash(candidate),
                                report={"applied": ["regroup"], "strategy": "beam"})
     with warnings.catch_warnings():

@@ -95,3 +95,45 @@ def test_exported_callable_compiles_with_the_chosen_options(program):
     bad = exported_callable(layer, ARGS, program, ("xla_cpu_experimental_xnn_graph_fusion_mode=NO_SUCH_MODE",))
     with pytest.raises(Exception):
         bad(*ARGS)
+
+
+# --- typed actions (issue 29 item 2) -------------------------------------------------------------
+
+def test_typed_actions_parse_and_write_their_tokens():
+    from shlo_env.xla_options import DisablePass, SetOption
+
+    assert xla_options.parse("fusion") == DisablePass("fusion")
+    assert xla_options.parse("xla_cpu_use_onednn=true") == SetOption("xla_cpu_use_onednn", True)
+    assert xla_options.parse("xla_cpu_prefer_vector_width=128") == SetOption("xla_cpu_prefer_vector_width", 128)
+    for token in ["cse", *xla_options.candidate_options("cpu", approx=True), *xla_options.candidate_options("gpu")]:
+        assert xla_options.parse(token).token == token  # a token survives the round trip
+    both = xla_options.normalize([SetOption("xla_cpu_prefer_vector_width", 512), "xla_cpu_prefer_vector_width=128",
+                                  DisablePass("cse"), "cse"])
+    assert both == (DisablePass("cse"), SetOption("xla_cpu_prefer_vector_width", 128))
+    assert xla_options.compiler_options(both) == {"xla_cpu_prefer_vector_width": 128, "xla_disable_hlo_passes": "cse"}
+    with pytest.raises(ValueError, match="not an XLA pass name"):
+        DisablePass("a,b")
+
+
+def test_a_cache_entry_of_string_actions_still_loads(tmp_path):
+    """Entries written before actions were typed held a `disabled_passes` list of strings."""
+    import json
+
+    from shlo_env import cache as search_cache
+    from shlo_env.xla_options import DisablePass, SetOption
+
+    old = {"key": {"k": 1}, "name": "f", "program": None, "numerics": "REASSOCIATE",
+           "disabled_passes": ["fusion", "xla_cpu_use_onednn=true"], "format": search_cache.FORMAT,
+           "report": {"applied": [], "disabled_passes": ["fusion", "xla_cpu_use_onednn=true"]}}
+    entry = search_cache.Entry.from_json(json.dumps(old))
+    typed = (DisablePass("fusion"), SetOption("xla_cpu_use_onednn", True))
+    assert entry.actions == typed and entry.report["actions"] == typed
+    assert entry.disabled_passes == ("fusion", "xla_cpu_use_onednn=true")
+    again = search_cache.Entry.from_json(entry.to_json())  # written as tokens, read back typed
+    assert again.actions == typed and again.report["actions"] == typed
+    store = search_cache.SearchCache(tmp_path)
+    path = store.path({"k": 2})
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({**old, "key": {"k": 2}, "disabled_passes": [{"bad": 1}]}))
+    with pytest.warns(search_cache.CacheWarning, match="unreadable"):
+        assert store.get({"k": 2}) is None  # refused with a clear warning, not a crash

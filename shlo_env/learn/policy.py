@@ -55,7 +55,9 @@ def random_agent(env, obs, info) -> np.ndarray:
 
 def pick_first_agent(env, obs, info) -> np.ndarray:
     """The HloEnv paper's pick-first: choice 1 wherever an alternatives op has one."""
-    return (info["action_mask"].sum(axis=1) > 1).astype(np.int64)
+    from shlo_env.decisions import pick_first
+
+    return np.asarray(pick_first(np.asarray(info["action_mask"]).sum(axis=1)), np.int64)
 
 
 def step_inputs(env, obs, info) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

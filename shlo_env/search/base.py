@@ -1,17 +1,28 @@
 """The interface every decision maker implements, and what they share.
 
-A search state is a `State`: a program plus the XLA passes disabled when compiling it. From a
-state, `SearchContext.expand` gives an `Expansion`: the program augmented with every pattern
-(dry mode) and its *decision dimensions*: one per alternatives op (choice 0 keeps the
-original, choice k takes pattern k's rewrite) and, when the search may use XLA's passes as
-macro actions, one per pass not yet disabled (choice 0 keeps it, 1 disables it). A decision
-vector picks one choice per dimension; `SearchContext.child` applies it (the paper's Algorithm
-1 step) and gives the next state. All-zero vectors are the "stop" action.
+A search state is a `State`: a program plus the typed XLA actions (`xla_options.DisablePass`,
+`xla_options.SetOption`) it is compiled with. From a state, `SearchContext.expand` gives an
+`Expansion`: the program augmented with every pattern (dry mode) and its *decision
+dimensions*: one per alternatives op (choice 0 keeps the original, choice k takes pattern k's
+rewrite) and, when the search may use XLA actions, one per action not yet taken (choice 0
+leaves it, 1 takes it). A decision vector picks one choice per dimension;
+`SearchContext.child` applies it (the paper's Algorithm 1 step) and gives the next state.
+All-zero vectors are the "stop" action.
 
-A `Strategy` gets a `SearchContext`: the original, the patterns, the pass actions, a shared
-`Evaluator` (verify + time, cached by (DAG hash, disabled passes)), a deadline, and a progress
-line. It returns the best verified `Evaluation` it found (the original, ratio 1.0, if nothing
+A `Strategy` gets a `SearchContext`, made of three parts:
+
+- `SearchSettings` (frozen): the original, the patterns, the XLA actions offered, the
+  acceptance threshold, the step limit, the seed;
+- `SearchCaches`: what any search over this original may reuse: the shared `Evaluator`
+  (verify + time, cached by (DAG hash, XLA actions)), augmented programs, expansions, children,
+  site heat;
+- `SearchRun`: this search's own state: deadline, progress line, random stream, best so far,
+  the start state the XLA option screen chose, the rewrites that paid.
+
+It returns the best verified `Evaluation` it found (the original, ratio 1.0, if nothing
 better). Strategies register by name (`register_strategy`) and are built with `get_strategy`.
+A strategy's own options (`hot_first`, `screen_options`) stay on the strategy: it passes them
+to the context's methods, never writes them into the context.
 """
 
 from __future__ import annotations
@@ -25,31 +36,39 @@ import time
 from collections.abc import Iterator, Sequence
 
 from shlo_env import xla_options
+from shlo_env.decisions import pick_first
 from shlo_env.driver import ApplyError, apply, augment, list_alternatives
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program, ir_scope
+from shlo_env.noise_model import accepts
 from shlo_env.search import option_screen, site_heat
 from shlo_env.search.evaluator import Evaluation, Evaluator
-from shlo_env.search.passes import describe, normalize, state_key
+from shlo_env.search.passes import describe, state_key
+from shlo_env.xla_options import Action, SetOption, normalize
 
 
 # --- states and decisions -----------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class State:
-    """A program and the XLA passes disabled when it is compiled (sorted, unique)."""
+    """A program and the XLA actions it is compiled with (`xla_options.normalize`d)."""
 
     program: Program
     hash: str
-    passes: tuple[str, ...] = ()
+    actions: tuple[Action, ...] = ()
 
     @classmethod
-    def of(cls, program: Program, passes=()) -> "State":
-        return cls(program, dag_hash(program), normalize(passes))
+    def of(cls, program: Program, actions=()) -> "State":
+        return cls(program, dag_hash(program), normalize(actions))
 
     @property
     def key(self) -> str:
-        return state_key(self.hash, self.passes)
+        return state_key(self.hash, self.actions)
+
+    @property
+    def passes(self) -> tuple[str, ...]:
+        """The XLA actions as tokens."""
+        return xla_options.tokens(self.actions)
 
     def __repr__(self) -> str:
         what = list(self.program.applied) + [f"-{p}" for p in self.passes]
@@ -58,11 +77,11 @@ class State:
 
 @dataclasses.dataclass(frozen=True)
 class Dim:
-    """One decision: an alternatives op ("rewrite") or an XLA pass toggle ("pass")."""
+    """One decision: an alternatives op ("rewrite") or an XLA action toggle ("pass")."""
 
     kind: str
     labels: tuple[str, ...]  # labels[0] is the no-change choice
-    index: int  # alternatives index, or position in Expansion.passes
+    index: int  # alternatives index, or position in Expansion.actions
 
     @property
     def num_choices(self) -> int:
@@ -71,13 +90,18 @@ class Dim:
 
 @dataclasses.dataclass(eq=False)
 class Expansion:
-    """A state's decision dimensions: its alternatives ops, then the pass toggles."""
+    """A state's decision dimensions: its alternatives ops, then the XLA action toggles."""
 
     state: State
     augmented: Program | None
     alts: list
-    passes: tuple[str, ...]  # passes offered (not yet disabled), one "pass" dim each
+    actions: tuple[Action, ...]  # XLA actions offered (not yet taken), one "pass" dim each
     dims: list[Dim]
+
+    @property
+    def passes(self) -> tuple[str, ...]:
+        """The offered XLA actions as tokens."""
+        return xla_options.tokens(self.actions)
 
     @property
     def num_rewrites(self) -> int:
@@ -102,8 +126,9 @@ def is_stop(vec: Sequence[int]) -> bool:
 
 
 def pick_first_vector(dims: Sequence[Dim]) -> list[int]:
-    """The paper's pick-first: the first rewrite at every alternatives op; passes untouched."""
-    return [1 if d.kind == "rewrite" and d.num_choices > 1 else 0 for d in dims]
+    """The paper's pick-first (`shlo_env.decisions.pick_first`) over the alternatives ops;
+    XLA action toggles untouched."""
+    return pick_first(d.num_choices if d.kind == "rewrite" else 1 for d in dims)
 
 
 def one_hot_vectors(dims: Sequence[Dim], order: Sequence[int] | None = None) -> Iterator[list[int]]:
@@ -229,52 +254,102 @@ class Progress:
             self.stream.flush()
 
 
-# --- the context ---------------------------------------------------------------------------------
+# --- the context: settings, shared caches, one search's state ----------------------------------
 
-@dataclasses.dataclass
-class SearchContext:
-    """What a strategy searches with. `deadline` is a `time.perf_counter()` value."""
+@dataclasses.dataclass(frozen=True)
+class SearchSettings:
+    """What a search is asked to do; fixed for its length."""
 
     original: Program
-    patterns: list
-    evaluator: Evaluator
-    deadline: float
+    patterns: tuple
     max_steps: int = 6
-    progress: Progress = dataclasses.field(default_factory=lambda: Progress(False))
-    threshold: float = 0.97  # a candidate must be at least this much faster to count
-    passes: tuple[str, ...] = ()  # XLA passes the search may disable (macro actions)
+    threshold: float = 0.97  # the acceptance rule's threshold (`noise_model.accepts`)
+    actions: tuple[Action, ...] = ()  # XLA actions the search may take (macro actions)
     seed: int = 0
-    confirm_best: bool = True  # time a new best twice before it counts (see evaluate)
-    hot_first: bool = True  # single rewrites are tried on the hottest sites first (see singles)
-    rng: random.Random = dataclasses.field(init=False)
-    root: State = dataclasses.field(init=False)
-    # Where strategies start: the root, or the verified faster state an option screen found
-    # (`shlo_env.search.option_screen`), with its ratio.
-    start: State = dataclasses.field(init=False)
+    confirm_best: bool = True  # time a new best twice before it counts (see SearchContext.evaluate)
+
+
+class SearchCaches:
+    """What any search over one original may reuse, keyed by DAG hash or state key: the
+    evaluator (its evaluation cache), augmented programs, expansions, children, site heat,
+    and the single-rewrite steps (child key -> (parent key, its one label))."""
+
+    def __init__(self, evaluator: Evaluator):
+        self.evaluator = evaluator
+        self.augmented: dict[str, tuple[Program, list]] = {}
+        self.expanded: dict[str, Expansion] = {}
+        self.heat: dict[str, list[float]] = {}
+        self.children: dict[tuple, State | None] = {}
+        self.steps: dict[str, tuple[str, str]] = {}
+        self.expansions = 0  # programs augmented
+        self.apply_failures = 0
+
+
+@dataclasses.dataclass
+class SearchRun:
+    """One search's own state. Only `SearchContext`'s methods write it."""
+
+    deadline: float  # a time.perf_counter() value
+    progress: Progress
+    rng: random.Random
+    start: State  # the root, or the faster option state the XLA option screen chose
     start_ratio: float = 1.0
-    screened: bool = False  # the option screen ran (once per context, whichever strategy asks)
-    expansions: int = 0
-    apply_failures: int = 0
-    _expanded: dict = dataclasses.field(default_factory=dict)
-    _augmented: dict = dataclasses.field(default_factory=dict)
-    _heat: dict = dataclasses.field(default_factory=dict)
+    screened: bool = False  # the option screen ran (once per search, whichever strategy asks)
+    screen: dict | None = None  # its summary, when it tried something
+    best: Evaluation | None = None
     # Rewrites that paid: label -> the best ratio (child / parent) of a step taking only that
     # rewrite (at one site or all). A child state offers the same rewrite at new sites (the
-    # copies of an unrolled loop body), so sweeps try these first (see `sweeps`).
-    paid: dict = dataclasses.field(default_factory=dict)
-    _steps: dict = dataclasses.field(default_factory=dict)  # child key -> (parent key, its one label)
-    _children: dict = dataclasses.field(default_factory=dict)
-    _best: Evaluation | None = None
+    # copies of an unrolled loop body), so sweeps try these first (see `SearchContext.sweeps`).
+    paid: dict[str, float] = dataclasses.field(default_factory=dict)
 
-    def __post_init__(self):
-        self.rng = random.Random(self.seed)
-        self.passes = normalize(self.passes)
-        self.root = State.of(self.original)
-        self.start = self.root
+
+class SearchContext:
+    """What a strategy searches with: `settings`, `caches`, `run` (see the module docstring),
+    and the operations on them. `deadline` is a `time.perf_counter()` value."""
+
+    def __init__(self, original: Program, patterns, evaluator: Evaluator, deadline: float, *, max_steps: int = 6,
+                 progress: Progress | None = None, threshold: float = 0.97, passes=(), seed: int = 0,
+                 confirm_best: bool = True, caches: SearchCaches | None = None):
+        self.settings = SearchSettings(original, tuple(patterns), max_steps, threshold, normalize(passes), seed,
+                                       confirm_best)
+        self.caches = caches if caches is not None else SearchCaches(evaluator)
+        if self.caches.evaluator is not evaluator:
+            raise ValueError("the shared caches belong to another evaluator")
+        self.root = State.of(original)
+        self.run = SearchRun(deadline, progress if progress is not None else Progress(False), random.Random(seed),
+                             self.root)
+
+    # read-through names (the parts own the values)
+    original = property(lambda self: self.settings.original)
+    patterns = property(lambda self: self.settings.patterns)
+    max_steps = property(lambda self: self.settings.max_steps)
+    threshold = property(lambda self: self.settings.threshold)
+    seed = property(lambda self: self.settings.seed)
+    evaluator = property(lambda self: self.caches.evaluator)
+    progress = property(lambda self: self.run.progress)
+    rng = property(lambda self: self.run.rng)
+    start = property(lambda self: self.run.start)
+    start_ratio = property(lambda self: self.run.start_ratio)
+    paid = property(lambda self: self.run.paid)
+    expansions = property(lambda self: self.caches.expansions)
+    apply_failures = property(lambda self: self.caches.apply_failures)
+
+    @property
+    def passes(self) -> tuple[str, ...]:
+        """The offered XLA actions as tokens."""
+        return xla_options.tokens(self.settings.actions)
+
+    @property
+    def deadline(self) -> float:
+        return self.run.deadline
+
+    @deadline.setter
+    def deadline(self, value: float) -> None:
+        self.run.deadline = value
 
     # time
     def time_left(self) -> float:
-        return self.deadline - time.perf_counter()
+        return self.run.deadline - time.perf_counter()
 
     def out_of_time(self) -> bool:
         return self.time_left() <= 0
@@ -282,84 +357,86 @@ class SearchContext:
     # actions
     def expand(self, state: State) -> Expansion:
         """The state's decision dimensions (augmenting its program once per DAG hash)."""
-        if state.key in self._expanded:
-            return self._expanded[state.key]
-        if state.hash in self._augmented:
-            augmented, alts = self._augmented[state.hash]
+        c = self.caches
+        if state.key in c.expanded:
+            return c.expanded[state.key]
+        if state.hash in c.augmented:
+            augmented, alts = c.augmented[state.hash]
         else:
-            augmented = augment(state.program, self.patterns)
+            augmented = augment(state.program, list(self.patterns))
             alts = list_alternatives(augmented)
-            self._augmented[state.hash] = (augmented, alts)
-            self.expansions += 1
-        set_options = {xla_options.option_name(p) for p in state.passes} - {None}
-        offered = tuple(p for p in self.passes
-                        if p not in state.passes and xla_options.option_name(p) not in set_options)
+            c.augmented[state.hash] = (augmented, alts)
+            c.expansions += 1
+        set_options = {a.name for a in state.actions if isinstance(a, SetOption)}
+        offered = tuple(a for a in self.settings.actions
+                        if a not in state.actions and not (isinstance(a, SetOption) and a.name in set_options))
         dims = [Dim("rewrite", tuple(a.labels), i) for i, a in enumerate(alts)]
-        dims += [Dim("pass", ("keep", f"set {p}" if xla_options.is_option(p) else f"disable {p}"), j)
-                 for j, p in enumerate(offered)]
+        dims += [Dim("pass", ("keep", f"set {a}" if isinstance(a, SetOption) else f"disable {a}"), j)
+                 for j, a in enumerate(offered)]
         exp = Expansion(state, augmented if alts else None, alts, offered, dims)
-        self._expanded[state.key] = exp
+        c.expanded[state.key] = exp
         return exp
 
     def heat(self, exp: Expansion) -> list[float]:
         """Per dimension, the estimated time of the ops its rewrite touches
-        (`shlo_env.search.site_heat`; 0 for pass and option toggles). Cached by DAG hash."""
-        if exp.state.hash not in self._heat:
+        (`shlo_env.search.site_heat`; 0 for XLA action toggles). Cached by DAG hash."""
+        if exp.state.hash not in self.caches.heat:
             with ir_scope():
-                self._heat[exp.state.hash] = site_heat.site_weights(exp.alts)
-        weights = self._heat[exp.state.hash]
+                self.caches.heat[exp.state.hash] = site_heat.site_weights(exp.alts)
+        weights = self.caches.heat[exp.state.hash]
         return [weights[d.index] if d.kind == "rewrite" else 0.0 for d in exp.dims]
 
-    def singles(self, exp: Expansion) -> Iterator[list[int]]:
+    def singles(self, exp: Expansion, hot_first: bool = True) -> Iterator[list[int]]:
         """Each single choice alone: hottest sites first when `hot_first`, else in program order."""
-        return one_hot_vectors(exp.dims, site_heat.hot_order(self.heat(exp)) if self.hot_first else None)
+        return one_hot_vectors(exp.dims, site_heat.hot_order(self.heat(exp)) if hot_first else None)
 
-    def sweeps(self, exp: Expansion) -> Iterator[list[int]]:
+    def sweeps(self, exp: Expansion, hot_first: bool = True) -> Iterator[list[int]]:
         """Each rewrite taken at all its sites at once (`sweep_vectors`): those that paid at an
         earlier step first (`paid`, best first), then the hottest when `hot_first`, else in
         program order."""
-        vecs = list(sweep_vectors(exp.dims, self.heat(exp) if self.hot_first else None))
+        vecs = list(sweep_vectors(exp.dims, self.heat(exp) if hot_first else None))
 
         def paid(vec: list[int]) -> float:
             i = next(i for i, c in enumerate(vec) if c)
-            return self.paid.get(exp.dims[i].labels[vec[i]], math.inf)
+            return self.run.paid.get(exp.dims[i].labels[vec[i]], math.inf)
 
         return iter(sorted(vecs, key=paid))  # stable: unpaid keep the heat order
 
     def child(self, exp: Expansion, decisions: Sequence[int]) -> State | None:
         """The state a decision vector leads to (None if the rewrite cannot be applied).
         Cached per (state, vector), so re-visiting an edge costs nothing."""
+        c = self.caches
         vec = tuple(int(d) for d in decisions)
         if len(vec) != len(exp.dims):
             raise ValueError(f"{len(vec)} decisions for {len(exp.dims)} dimensions")
         key = (exp.state.key, vec)
-        if key in self._children:
-            return self._children[key]
+        if key in c.children:
+            return c.children[key]
         rewrite, toggles = vec[:exp.num_rewrites], vec[exp.num_rewrites:]
-        passes = normalize(exp.state.passes + tuple(p for p, t in zip(exp.passes, toggles) if t))
+        actions = normalize(exp.state.actions + tuple(a for a, t in zip(exp.actions, toggles) if t))
         if any(rewrite):
             assert exp.augmented is not None  # a rewrite choice exists only where alternatives do
             try:
                 program = apply(exp.augmented, list(rewrite))
             except ApplyError:
-                self.apply_failures += 1
-                self._children[key] = None
+                c.apply_failures += 1
+                c.children[key] = None
                 return None
-            state = State(program, dag_hash(program), passes)
+            state = State(program, dag_hash(program), actions)
         else:
-            state = State(exp.state.program, exp.state.hash, passes)
-        self._children[key] = state
-        labels = {d.labels[c] for d, c in zip(exp.dims, vec) if c and d.kind == "rewrite"}
+            state = State(exp.state.program, exp.state.hash, actions)
+        c.children[key] = state
+        labels = {d.labels[k] for d, k in zip(exp.dims, vec) if k and d.kind == "rewrite"}
         if len(labels) == 1 and not any(toggles):
-            self._steps.setdefault(state.key, (exp.state.key, labels.pop()))
+            c.steps.setdefault(state.key, (exp.state.key, labels.pop()))
         return state
 
     # evaluation
     @property
     def best(self) -> Evaluation:
-        if self._best is None:  # the original: always in the evaluator's cache, ratio 1.0
-            self._best = self.evaluator.cache[self.evaluator.original_key]
-        return self._best
+        if self.run.best is None:  # the original: always in the evaluator's cache, ratio 1.0
+            self.run.best = self.evaluator.cache[self.evaluator.original_key]
+        return self.run.best
 
     def evaluate(self, state: State, *, time_it: bool = True) -> Evaluation:
         """Verify and time a state (once per state, shared by every strategy); remembers the best.
@@ -367,40 +444,55 @@ class SearchContext:
         A state that would become the new best is first timed a second time (`confirm_best`)
         and keeps the slower of its two ratios: among hundreds of noisy measurements the
         fastest one is otherwise often just the luckiest."""
-        ev = self.evaluator.evaluate(state.program, passes=state.passes, hash=state.hash, time_it=time_it)
-        if ev.ok and ev.timed and ev.ratio < self.best.ratio:
-            if self.confirm_best and not ev.confirmed and not self.out_of_time():
+        ev = self.evaluator.evaluate(state.program, passes=state.actions, hash=state.hash, time_it=time_it)
+        if ev.timed and ev.ratio < self.best.ratio:
+            if self.settings.confirm_best and not ev.confirmed and not self.out_of_time():
                 self.evaluator.confirm(ev)
-        if ev.ok and ev.timed and ev.ratio < self.best.ratio:
-            self._best = ev
+        if ev.timed and ev.ratio < self.best.ratio:
+            self.run.best = ev
         self._remember_paid(state, ev)
-        self.progress.update(self.evaluator, self.best)
+        self.run.progress.update(self.evaluator, self.best)
         return ev
 
     def _remember_paid(self, state: State, ev: Evaluation) -> None:
-        step = self._steps.get(state.key)
-        if step is None or not (ev.ok and ev.timed):
+        step = self.caches.steps.get(state.key)
+        if step is None or not ev.timed:
             return
         parent_key, label = step
         parent = self.evaluator.cache.get(parent_key)
         parent_ratio = parent.ratio if parent is not None and parent.timed else 1.0
         gain = ev.ratio / parent_ratio
         if gain < self.threshold:
-            self.paid[label] = min(gain, self.paid.get(label, math.inf))
+            self.run.paid[label] = min(gain, self.run.paid.get(label, math.inf))
 
     def cost(self, state: State) -> dict:
-        return self.evaluator.cost(state.program, state.passes, hash=state.hash)
+        return self.evaluator.cost(state.program, state.actions, hash=state.hash)
 
     def executable_features(self, state: State):
         """`learn.hlo_features` of the state's executable (a compile, no timing), or None."""
-        return self.evaluator.executable_features(state.program, state.passes, hash=state.hash)
+        return self.evaluator.executable_features(state.program, state.actions, hash=state.hash)
 
     def improves(self, ev: Evaluation, than: float = 1.0) -> bool:
-        """Faster than `than` by more than the noise threshold."""
-        return ev.ok and ev.ratio < than * self.threshold
+        """Timed, and faster than the ratio `than` beyond noise: the one acceptance rule
+        (`noise_model.accepts`: its 10th-percentile and its median per-call ratio, each
+        relative to `than`, below the threshold)."""
+        return ev.timed and accepts(ev.ratio / than, ev.median_ratio / than, self.threshold)
+
+    def screen_options(self) -> State:
+        """Run the XLA option screen once per search (`shlo_env.search.option_screen`) and
+        return the state to start from: the best verified option state that beats the
+        threshold, else the root."""
+        if not self.run.screened:
+            self.run.screened = True
+            found = option_screen.screen(self)
+            if found.tried:
+                self.run.screen = found.summary()
+            if found.start is not None:
+                self.run.start, self.run.start_ratio = found.start
+        return self.run.start
 
     def describe_passes(self) -> list[str]:
-        return [f"{p} ({describe(p)})" for p in self.passes]
+        return [f"{a} ({describe(a)})" for a in self.settings.actions]
 
 
 class Strategy:
@@ -426,14 +518,18 @@ class Strategy:
         self.hot_first = hot_first
 
     def begin(self, ctx: SearchContext) -> State:
-        """Set the context up for this strategy and return the state to start from."""
-        ctx.hot_first = self.hot_first
-        if self.screen_options and not ctx.screened:
-            ctx.screened = True
-            screen = option_screen.screen(ctx)
-            if screen.tried:
-                self.info["option_screen"] = screen.summary()
-        return ctx.start
+        """The state to start from: the XLA option screen's choice when `screen_options`
+        (run once per search, `SearchContext.screen_options`), else the root."""
+        if not self.screen_options:
+            return ctx.root
+        start = ctx.screen_options()
+        if ctx.run.screen is not None:
+            self.info["option_screen"] = ctx.run.screen
+        return start
+
+    def start_ratio(self, ctx: SearchContext, start: State) -> float:
+        """The measured ratio of a state `begin` returned (1.0 for the root)."""
+        return ctx.start_ratio if start.key == ctx.start.key else 1.0
 
     def search(self, ctx: SearchContext) -> Evaluation:  # pragma: no cover - abstract
         raise NotImplementedError

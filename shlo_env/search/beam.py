@@ -65,7 +65,7 @@ class Beam(Strategy):
     def child_vectors(self, exp: Expansion, ctx: SearchContext):
         seen = set()
         first = pick_first_vector(exp.dims)
-        gen = itertools.chain([first], interleave(ctx.singles(exp), ctx.sweeps(exp)),
+        gen = itertools.chain([first], interleave(ctx.singles(exp, self.hot_first), ctx.sweeps(exp, self.hot_first)),
                               (random_vector(exp.dims, ctx.rng, self.pass_prob) for _ in range(4 * self.expand_budget)))
         for vec in gen:
             t = tuple(vec)
@@ -84,12 +84,12 @@ class Beam(Strategy):
             if ctx.out_of_time():
                 break
             self.info["alphas"].append(alpha)
-            self._dfs(ctx, start, alpha, counts)
+            self._dfs(ctx, start, self.start_ratio(ctx, start), alpha, counts)
         self.info.update(counts)
         return ctx.best
 
-    def _dfs(self, ctx: SearchContext, start: State, alpha: float, counts: dict) -> None:
-        stack = [(start, ctx.start_ratio, 0)]
+    def _dfs(self, ctx: SearchContext, start: State, start_ratio: float, alpha: float, counts: dict) -> None:
+        stack = [(start, start_ratio, 0)]
         expanded: set[str] = set()
         while stack and not ctx.out_of_time():
             if self.max_expansions is not None and counts["expansions"] >= self.max_expansions:
@@ -111,7 +111,7 @@ class Beam(Strategy):
                     continue
                 counts["children"] += 1
                 ev = ctx.evaluate(child)
-                if not ev.ok or not ev.timed:
+                if not ev.timed:
                     counts["failed"] += 1
                     continue
                 if pruned(ev.ratio, ratio, alpha):

@@ -46,8 +46,8 @@ class CostModel(Strategy):
     name = "cost-model"
 
     def __init__(self, top_k: int = 2, max_candidates: int = 24, min_predicted_gain: float = 0.01,
-                 machine: tuple[float, float, float] | None = None, pass_prob: float = 0.1):
-        super().__init__()
+                 machine: tuple[float, float, float] | None = None, pass_prob: float = 0.1, **aim):
+        super().__init__(**aim)  # the shared aim options: the XLA option screen, hot_first
         self.top_k = top_k
         self.max_candidates = max_candidates
         self.min_predicted_gain = min_predicted_gain
@@ -94,8 +94,9 @@ class CostModel(Strategy):
 
     def starts(self, ctx: SearchContext) -> Iterator[tuple[State, float]]:
         """(state, measured ratio) pairs the greedy steps start from, in turn, while time is
-        left: the original."""
-        yield ctx.root, 1.0
+        left: `begin`'s state (the original, or the option screen's choice)."""
+        start = self.begin(ctx)
+        yield start, self.start_ratio(ctx, start)
 
     def restart(self, ctx: SearchContext, stop: State, stop_ratio: float, seen: set) -> tuple[State, float] | None:
         """Where greedy steps stopped at `stop`, a (state, measured ratio) to go on from, or
@@ -142,7 +143,7 @@ class CostModel(Strategy):
                     break
                 ev = ctx.evaluate(child)
                 counts["timed"] += 1
-                if ev.ok and ev.timed and (step_best is None or ev.ratio < step_best[0].ratio):
+                if ev.timed and (step_best is None or ev.ratio < step_best[0].ratio):
                     step_best = (ev, child, est)
             if step_best is None or not ctx.improves(step_best[0], state_ratio):
                 break

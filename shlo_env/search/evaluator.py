@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import enum
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -26,36 +28,59 @@ from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
 from shlo_env.numerics import Comparison, Numerics
 from shlo_env.runners import CandidateError, FailureKind, Runner
-from shlo_env.search.passes import normalize, state_key
+from shlo_env.search.passes import state_key
+from shlo_env.xla_options import Action, normalize
 from shlo_env.timing import SEARCH, TimingPolicy
 from shlo_env.verify import Verifier
 
 
+class Status(enum.Enum):
+    """Where one state's evaluation stands. Only the first two hold for every state; a state
+    moves down the list (or to REJECTED) as the search asks for more."""
+
+    REJECTED = "rejected"  # not usable: `failure` says why (mismatch, compile, crash, timeout, budget, ...)
+    VERIFIED = "verified"  # verified within its tier, no timing: `untimed` says why ("budget", "not asked")
+    TIMED = "timed"  # verified, then timed side by side with the original once
+    CONFIRMED = "confirmed"  # timed a second time; its ratio is the slower of the two measurements
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """One side-by-side timing of a state against the original (A, B, A, B, ...)."""
+
+    ratio: float  # T(candidate) / T(original), 10th percentiles of the interleaved runs
+    median_ratio: float = math.nan  # median per-call ratio of the same runs (NaN: unknown)
+    time_s: float = math.nan
+    baseline_s: float = math.nan
+    reused_from: str = ""  # key of the state this timing was taken from (the same executable)
+
+
 @dataclasses.dataclass
 class Evaluation:
-    """What is known about one state. `ratio` = T(candidate) / T(original), side by side."""
+    """What is known about one state: its `status` (with the `failure` kind when rejected),
+    the tier verification established, and its timing when it has one. `ratio` and the other
+    timing properties are NaN (unknown) unless `timed`; test `timed` first."""
 
     hash: str
     program: Program
-    ok: bool
-    ratio: float = float("inf")
-    median_ratio: float = float("inf")  # median per-call ratio of the same interleaved runs
-    time_s: float = float("nan")
-    baseline_s: float = float("nan")
-    error: str = ""  # "kind: message" for the user; `failure` is the kind
+    status: Status
+    actions: tuple[Action, ...] = ()  # XLA actions (passes disabled, options set) compiling this state
     failure: FailureKind | None = None
+    detail: str = ""  # rejected: what failed; verified but not timed: why ("budget: ...", "not asked: ...")
+    tier: Numerics | None = None  # the tier verification established (EXACT: bitwise equal)
+    measurement: Measurement | None = None
     comparison: Comparison | None = None
     cost: dict | None = None
-    passes: tuple[str, ...] = ()  # XLA passes disabled when compiling this state
-    same_executable_as: str = ""  # key of the state whose timing this one reused (same executable)
-    confirmed: bool = False  # timed a second time; ratio is the slower of the two measurements
-    verified: Numerics | None = None  # the tier verification established (EXACT: bitwise equal)
-    untimed: str = ""  # why a verified state has no timing (yet): "budget: ...", "not asked"
 
     @property
     def key(self) -> str:
-        """The cache key: (DAG hash, disabled passes)."""
-        return state_key(self.hash, self.passes)
+        """The cache key: (DAG hash, XLA actions)."""
+        return state_key(self.hash, self.actions)
+
+    @property
+    def passes(self) -> tuple[str, ...]:
+        """The XLA actions as tokens (pass names, `name=value` options)."""
+        return xla_options.tokens(self.actions)
 
     @property
     def applied(self) -> tuple[str, ...]:
@@ -63,18 +88,78 @@ class Evaluation:
 
     @property
     def numerics(self) -> Numerics:
-        """The tier the state claims: its rewrites' loosest tier (disabling passes may reorder
-        float math, so at least REASSOCIATE then). `verified` is what was established."""
+        """The tier the state claims: its rewrites' loosest tier (XLA actions may reorder
+        float math, so at least REASSOCIATE then). `tier` is what was established."""
         tier = Numerics(self.program.numerics)
-        return max(tier, Numerics.REASSOCIATE, xla_options.numerics(self.passes)) if self.passes else tier
+        return max(tier, Numerics.REASSOCIATE, xla_options.numerics(self.actions)) if self.actions else tier
+
+    # --- the status, read -------------------------------------------------------------------
+
+    @property
+    def ok(self) -> bool:
+        """Not rejected: verified (and perhaps timed)."""
+        return self.status is not Status.REJECTED
 
     @property
     def timed(self) -> bool:
-        return not np.isinf(self.ratio)
+        """Verified and timed: the only evaluations a strategy may compare by `ratio`."""
+        return self.status in (Status.TIMED, Status.CONFIRMED)
+
+    @property
+    def confirmed(self) -> bool:
+        return self.status is Status.CONFIRMED
+
+    @property
+    def verified(self) -> Numerics | None:
+        """The tier established (None unless verification passed)."""
+        return self.tier
+
+    @property
+    def error(self) -> str:
+        """"kind: message" of a rejected state ("" otherwise)."""
+        return f"{self.failure}: {self.detail}" if self.status is Status.REJECTED else ""
+
+    @property
+    def untimed(self) -> str:
+        """Why a verified state has no timing (yet) ("" otherwise)."""
+        return self.detail if self.status is Status.VERIFIED else ""
+
+    @property
+    def ratio(self) -> float:
+        return self.measurement.ratio if self.timed and self.measurement is not None else math.nan
+
+    @property
+    def median_ratio(self) -> float:
+        return self.measurement.median_ratio if self.timed and self.measurement is not None else math.nan
+
+    @property
+    def time_s(self) -> float:
+        return self.measurement.time_s if self.timed and self.measurement is not None else math.nan
+
+    @property
+    def baseline_s(self) -> float:
+        return self.measurement.baseline_s if self.timed and self.measurement is not None else math.nan
+
+    @property
+    def same_executable_as(self) -> str:
+        """Key of the state whose timing this one reused (same executable), or ""."""
+        return self.measurement.reused_from if self.measurement is not None else ""
 
     @property
     def speedup(self) -> float:
         return 1.0 / self.ratio if self.ratio > 0 else float("inf")
+
+    # --- the status, written (by the evaluator only) ----------------------------------------
+
+    def reject(self, kind: FailureKind, message: str) -> None:
+        self.status, self.failure, self.detail = Status.REJECTED, kind, message
+
+    def verified_untimed(self, why: str) -> None:
+        self.status, self.failure, self.detail = Status.VERIFIED, None, why
+
+    def timed_as(self, measurement: Measurement, confirmed: bool = False) -> None:
+        self.measurement, self.failure, self.detail = measurement, None, ""
+        self.status = Status.CONFIRMED if confirmed else Status.TIMED
 
     def describe(self) -> str:
         what = list(self.applied) + [f"-{p}" for p in self.passes]
@@ -126,8 +211,8 @@ class Evaluator:
     keyed by state alone.
     Only verified candidates are timed, interleaved with the original (A, B, A, B, ...).
 
-    `disabled_passes` applies to every compile, the baseline's included (a different
-    baseline); per-state passes are given to `evaluate(program, passes=...)`.
+    `disabled_passes` (XLA actions, typed or tokens) apply to every compile, the baseline's
+    included (a different baseline); per-state actions are given to `evaluate(program, passes=...)`.
     Many rewrites are ones XLA redoes or undoes by itself, so distinct states often compile
     to the same executable. With `reuse_executables` (default) a verified state's timing is
     taken from an already timed state whose optimized HLO (XLA's canonical fingerprint text)
@@ -141,7 +226,7 @@ class Evaluator:
 
     def __init__(self, original: Program, *, worker: Runner | None = None, num_random: int = 3,
                  seed: int = 0, timing: TimingPolicy = SEARCH,
-                 disabled_passes: tuple[str, ...] = (), hard_deadline: float | None = None,
+                 disabled_passes: Sequence[str | Action] = (), hard_deadline: float | None = None,
                  reuse_executables: bool = True):
         from shlo_env.worker import Worker
 
@@ -149,7 +234,8 @@ class Evaluator:
         self.worker: Runner = worker if worker is not None else Worker()  # SHLO_ENV_TIMEOUT_S
         self._own_worker = worker is None
         self.timing = timing
-        self.disabled_passes = normalize(disabled_passes)
+        self.base_actions = normalize(disabled_passes)
+        self.disabled_passes = xla_options.tokens(self.base_actions)  # the worker's form
         self.hard_deadline = hard_deadline
         self.stats = EvaluatorStats()
         self.cache: dict[str, Evaluation] = {}
@@ -164,8 +250,9 @@ class Evaluator:
                                  disabled_passes=self.disabled_passes, timeout=self._timeout)
         self.baseline_s = float("nan")
         self.noise = float("nan")
-        base = Evaluation(dag_hash(original), original, ok=True, ratio=1.0, median_ratio=1.0,
-                          verified=Numerics.EXACT)
+        # The baseline: exact by definition, and its ratio 1.0 needs no second timing.
+        base = Evaluation(dag_hash(original), original, Status.CONFIRMED, tier=Numerics.EXACT,
+                          measurement=Measurement(1.0, 1.0))
         self.original_key = base.key
         self.cache[base.key] = base
 
@@ -191,8 +278,9 @@ class Evaluator:
         left = self.hard_deadline - time.perf_counter()
         return max(0.5, min(self.worker.timeout_s or left, left))
 
-    def _passes(self, passes: tuple[str, ...] = ()) -> tuple[str, ...]:
-        return normalize(self.disabled_passes + tuple(passes))
+    def _passes(self, passes: Sequence[str | Action] = ()) -> tuple[str, ...]:
+        """The worker's tokens of the baseline's actions plus a state's."""
+        return xla_options.tokens(normalize(self.base_actions + tuple(passes)))
 
     def originals(self) -> list[list[np.ndarray]]:
         """The original's outputs on each input set (see `shlo_env.verify.Verifier`)."""
@@ -236,35 +324,30 @@ class Evaluator:
     def evaluate(self, program: Program, *, passes=(), time_it: bool = True,
                  hash: str | None = None) -> Evaluation:  # noqa: A002
         """Verify (and time) the state (program, disabled passes), at most once per state."""
-        passes = normalize(passes)
+        actions = normalize(passes)
         h = hash or dag_hash(program)
-        key = state_key(h, passes)
+        key = state_key(h, actions)
         cached = self.cache.get(key)
-        if cached is not None and cached.ok and cached.verified is not None \
-                and cached.verified > max(Numerics(program.numerics), Numerics.REASSOCIATE):
+        if cached is not None and cached.ok and cached.tier is not None \
+                and cached.tier > max(Numerics(program.numerics), Numerics.REASSOCIATE):
             # Verified only within APPROX (reached before by an APPROX path): this path may not.
             self.stats.cache_hits += 1
-            return dataclasses.replace(cached, program=program, ok=False, failure=FailureKind.MISMATCH,
-                                       error=f"mismatch: within {cached.verified.name} only")
+            return dataclasses.replace(cached, program=program, status=Status.REJECTED, failure=FailureKind.MISMATCH,
+                                       detail=f"within {cached.tier.name} only")
         if cached is not None and (not time_it or cached.timed or not cached.ok):
             self.stats.cache_hits += 1
             return cached
         if cached is None:
             self.stats.evaluated += 1
-            cached = self._verify(h, program, passes)
+            cached = self._verify(h, program, actions)
             if cached.failure is FailureKind.BUDGET:
                 self._abandoned.add(key)
                 return cached  # abandoned during verification: not the candidate's fault, not cached
             self.cache[key] = cached
         if cached.ok and time_it and not cached.timed:
-            self._time(cached)
-            if cached.failure is FailureKind.BUDGET:
-                # verified still; timing can be retried later (the reason stays until then)
-                cached.ok, cached.untimed, cached.error, cached.failure = True, cached.error, "", None
-            elif cached.timed:
-                cached.untimed = ""
+            self._time(cached)  # verified still when the budget cut it: timing can be retried later
         elif cached.ok and not cached.timed and not time_it and not cached.untimed:
-            cached.untimed = "not asked: verified only (the strategy did not ask for a timing)"
+            cached.verified_untimed("not asked: verified only (the strategy did not ask for a timing)")
         return cached
 
     def untimed(self) -> dict[str, int]:
@@ -274,7 +357,7 @@ class Evaluator:
         out: collections.Counter = collections.Counter()
         out["budget"] += len(self._abandoned - self.cache.keys())
         for ev in self.cache.values():
-            if ev.ok and not ev.timed and ev.untimed:
+            if ev.status is Status.VERIFIED and ev.untimed:
                 out[ev.untimed.split(":", 1)[0]] += 1
         return {k: n for k, n in out.items() if n}
 
@@ -282,45 +365,47 @@ class Evaluator:
         return self.evaluate(program, passes=passes, time_it=False)
 
     def _fail(self, ev: Evaluation, kind: FailureKind, message: str) -> Evaluation:
-        ev.ok, ev.failure = False, kind
-        ev.error = f"{kind}: {message}"
+        ev.reject(kind, message)
         self.stats.failures[kind.value] = self.stats.failures.get(kind.value, 0) + 1
         return ev
 
-    def _candidate_error(self, ev: Evaluation, e: CandidateError) -> Evaluation:
+    def _budget_cut(self, e: CandidateError) -> str | None:
+        """Why, when the search's hard deadline (not the candidate) ended the request; else None."""
         if e.kind is FailureKind.TIMEOUT and self.hard_deadline is not None \
                 and time.perf_counter() >= self.hard_deadline - 0.1:
-            ev.ok, ev.failure = False, FailureKind.BUDGET  # not counted: not the candidate's fault
-            ev.error = f"budget: the search's hard deadline came during the request ({e.message})"
-            return ev
-        return self._fail(ev, e.kind, e.message)
+            return f"budget: the search's hard deadline came during the request ({e.message})"
+        return None
 
-    def _verify(self, h: str, program: Program, passes: tuple[str, ...]) -> Evaluation:
-        ev = Evaluation(h, program, ok=False, passes=passes)
+    def _verify(self, h: str, program: Program, actions: tuple[Action, ...]) -> Evaluation:
+        ev = Evaluation(h, program, Status.REJECTED, actions)
         self.stats.verifications[ev.key] += 1
         try:
-            cmp = self.verifier.check(program.text(), self._passes(passes), ev.numerics)
-            ev.comparison = cmp
-            if not cmp.ok:
-                self.stats.mismatches += 1
-                return self._fail(ev, FailureKind.MISMATCH, cmp.detail)
-            ev.verified = cmp.tier
+            cmp = self.verifier.check(program.text(), self._passes(actions), ev.numerics)
         except CandidateError as e:
-            return self._candidate_error(ev, e)
-        ev.ok = True
+            cut = self._budget_cut(e)
+            if cut is not None:  # not counted: not the candidate's fault
+                ev.reject(FailureKind.BUDGET, cut.partition(": ")[2])
+                return ev
+            return self._fail(ev, e.kind, e.message)
+        ev.comparison = cmp
+        if not cmp.ok:
+            self.stats.mismatches += 1
+            return self._fail(ev, FailureKind.MISMATCH, cmp.detail)
+        ev.tier = cmp.tier
+        ev.verified_untimed("")
         self.stats.verified += 1
         return ev
 
     def _side_by_side(self, ev: Evaluation):
         """(baseline timing, candidate timing), interleaved in one worker request."""
         text = ev.program.text()
-        if not ev.passes:
+        if not ev.actions:
             return self.worker.time([self.baseline_text, text], self._keys[0], self.timing,
                                     self.disabled_passes, timeout_s=self._timeout())
-        return self.worker.time_each([(self.baseline_text, self.disabled_passes), (text, self._passes(ev.passes))],
+        return self.worker.time_each([(self.baseline_text, self.disabled_passes), (text, self._passes(ev.actions))],
                                      self._keys[0], self.timing, timeout_s=self._timeout())
 
-    def fingerprint(self, program: Program, passes: tuple[str, ...] = ()) -> str | None:
+    def fingerprint(self, program: Program, passes: Sequence[str | Action] = ()) -> str | None:
         """xxh3 of XLA's optimized HLO (canonical text) of a state; None if unavailable. Two
         states with one fingerprint are one executable: the same program to the machine."""
         import xxhash
@@ -343,47 +428,48 @@ class Evaluator:
                     self.executables[fp] = self.cache[self.original_key]
             fingerprint = self.fingerprint(ev.program, ev.passes)
             same = self.executables.get(fingerprint) if fingerprint is not None else None
-            if same is not None and same.timed:
+            if same is not None and same.timed and same.measurement is not None:
                 self.stats.executable_hits += 1
-                ev.ratio, ev.time_s, ev.baseline_s = same.ratio, same.time_s, same.baseline_s
-                ev.median_ratio = same.median_ratio
-                ev.same_executable_as = same.key
+                ev.timed_as(dataclasses.replace(same.measurement, reused_from=same.key))
                 return
         self.stats.timings[ev.key] += 1
         try:
             base, cand = self._side_by_side(ev)
         except CandidateError as e:
-            self._candidate_error(ev, e)
+            cut = self._budget_cut(e)
+            if cut is not None:
+                ev.verified_untimed(cut)  # verified still; the timing can be retried later
+            else:
+                self._fail(ev, e.kind, e.message)
             return
         self.stats.timed += 1
-        ev.ratio = cand.full / base.full
-        ev.median_ratio = runtime.median_ratio(base.samples, cand.samples)
-        ev.time_s, ev.baseline_s = cand.full, base.full
+        ev.timed_as(Measurement(cand.full / base.full, runtime.median_ratio(base.samples, cand.samples),
+                                cand.full, base.full))
         self.baseline_s = base.full if np.isnan(self.baseline_s) else min(self.baseline_s, base.full)
         if fingerprint is not None:
             self.executables[fingerprint] = ev
 
-    def confirm(self, ev: Evaluation) -> float:
-        """Time a state a second time and keep the slower ratio (a lucky first measurement is
-        the usual false winner of a search over many candidates). Once per executable."""
+    def confirm(self, ev: Evaluation) -> None:
+        """Time a timed state a second time and keep the slower ratio (a lucky first measurement
+        is the usual false winner of a search over many candidates). Once per executable: a
+        state that reused another's timing takes that state's confirmation."""
         src = self.cache.get(ev.same_executable_as, ev) if ev.same_executable_as else ev
-        if src.key == self.original_key or src.confirmed or not src.ok or not src.timed:
-            ev.ratio, ev.confirmed = src.ratio, src.confirmed or src.key == self.original_key
-            return ev.ratio
-        try:
-            again = self.retime(src)
-        except CandidateError as e:
-            self._candidate_error(src, e)
-            if src.failure is FailureKind.BUDGET:
-                src.ok, src.error, src.failure = True, "", None
-                return src.ratio
-            ev.ok, ev.error, ev.failure = src.ok, src.error, src.failure
-            return src.ratio
-        src.ratio = max(src.ratio, again)
-        src.confirmed = True
+        if not src.confirmed and src.timed and src.measurement is not None:
+            try:
+                again = self.retime(src)
+            except CandidateError as e:
+                if self._budget_cut(e) is None:  # the deadline leaves it as it was
+                    self._fail(src, e.kind, e.message)
+                    if ev is not src:
+                        ev.reject(e.kind, e.message)
+                return
+            src.timed_as(dataclasses.replace(src.measurement, ratio=max(src.measurement.ratio, again)),
+                         confirmed=True)
         if ev is not src:
-            ev.ratio, ev.confirmed = src.ratio, True
-        return ev.ratio
+            if not src.ok:
+                ev.reject(src.failure or FailureKind.RUN, src.detail)
+            elif src.timed and src.measurement is not None:
+                ev.timed_as(dataclasses.replace(src.measurement, reused_from=src.key), confirmed=src.confirmed)
 
     def retime_ratios(self, ev: Evaluation) -> tuple[float, float]:
         """A second, independent side-by-side measurement (guards against a lucky first one):
@@ -401,13 +487,13 @@ class Evaluator:
     def cost(self, program: Program, passes=(), hash: str | None = None) -> dict:  # noqa: A002
         """XLA's cost analysis (flops, bytes) of a state: one compile, no run, no timing.
         Cached by state key; a program XLA rejects gets NaNs and an 'error'."""
-        passes = normalize(passes)
-        key = state_key(hash or dag_hash(program), passes)
+        actions = normalize(passes)
+        key = state_key(hash or dag_hash(program), actions)
         if key in self.costs:
             return self.costs[key]
         self.stats.costed += 1
         try:
-            c = self.worker.cost(program.text(), self._passes(passes), timeout_s=self._timeout())
+            c = self.worker.cost(program.text(), self._passes(actions), timeout_s=self._timeout())
         except CandidateError as e:
             c = {"flops": float("nan"), "bytes": float("nan"), "error": str(e)}
         self.costs[key] = c

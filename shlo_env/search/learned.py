@@ -84,9 +84,9 @@ class Learned(CostModel):
                  probes: int = 3, unsure: float | None = None, weights=None, compile_k: int = 4,
                  exe_weights=None, compile_share: float = 0.5, chain_share: float = 0.25,
                  time_pick_first: bool = True, exe_unsure: float | None = None,
-                 second_looks: int = 2):
+                 second_looks: int = 2, **aim):
         super().__init__(top_k=top_k, max_candidates=max_candidates, min_predicted_gain=min_predicted_gain,
-                         pass_prob=0.0)
+                         pass_prob=0.0, **aim)
         self.probes = probes
         self.compile_k = compile_k
         self.exe_weights = exe_weights
@@ -164,8 +164,8 @@ class Learned(CostModel):
     def _probe_vectors(self, exp, ctx: SearchContext) -> list[list[int]]:
         """The first `probes` of: pick-first, then the single rewrites (hottest first)
         alternating with the sweeps."""
-        singles = (v for v in ctx.singles(exp) if not any(v[exp.num_rewrites:]))
-        vectors = itertools.chain([pick_first_vector(exp.dims)], interleave(singles, ctx.sweeps(exp)))
+        singles = (v for v in ctx.singles(exp, self.hot_first) if not any(v[exp.num_rewrites:]))
+        vectors = itertools.chain([pick_first_vector(exp.dims)], interleave(singles, ctx.sweeps(exp, self.hot_first)))
         return list(itertools.islice(vectors, self.probes))
 
     def candidates(self, exp, ctx: SearchContext):
@@ -241,10 +241,11 @@ class Learned(CostModel):
 
     def starts(self, ctx: SearchContext) -> Iterator[tuple[State, float]]:
         """First the states `blind_start` and `chain_start` found faster than the original,
-        the fastest first; then the original."""
+        the fastest first; then `begin`'s state (the original, or the option screen's choice)."""
+        start = self.begin(ctx)
         found = [s for s in (self.blind_start(ctx), self.chain_start(ctx)) if s is not None]
         yield from sorted(found, key=lambda s: s[1])
-        yield ctx.root, 1.0
+        yield start, self.start_ratio(ctx, start)
 
     def blind_start(self, ctx: SearchContext) -> tuple[State, float] | None:
         """The original's probes that touch `BLIND_OPS`, timed before anything is compiled for
@@ -267,7 +268,7 @@ class Learned(CostModel):
             self._timed.add(child.key)
             ev = ctx.evaluate(child)
             self.info["blind_first"] = self.info.get("blind_first", 0) + 1
-            if ev.ok and ev.timed and ctx.improves(ev) and (best is None or ev.ratio < best[1]):
+            if ctx.improves(ev) and (best is None or ev.ratio < best[1]):
                 best = (child, ev.ratio)
         return best
 
@@ -291,7 +292,7 @@ class Learned(CostModel):
             self._timed.add(child.key)
             ev = ctx.evaluate(child)
             self.info["second_looks"] = self.info.get("second_looks", 0) + 1
-            if ev.ok and ev.timed and ctx.improves(ev, stop_ratio):
+            if ctx.improves(ev, stop_ratio):
                 return child, ev.ratio
         return None
 
@@ -341,7 +342,7 @@ class Learned(CostModel):
             return None
         ev = ctx.evaluate(states[best])
         self.info["chain_timed"] = self.info.get("chain_timed", 0) + 1
-        return (states[best], ev.ratio) if ev.ok and ev.timed and ctx.improves(ev, start_ratio) else None
+        return (states[best], ev.ratio) if ctx.improves(ev, start_ratio) else None
 
     @staticmethod
     def _patterns(exp, vec) -> Counter:

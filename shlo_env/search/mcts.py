@@ -116,7 +116,7 @@ class MinMax:
 
 def value_of(ev: Evaluation) -> float | None:
     """-log(ratio): 0 for the original's speed, positive when faster; None if not usable."""
-    if not ev.ok or not ev.timed or ev.ratio <= 0:
+    if not ev.timed or ev.ratio <= 0:
         return None
     return -math.log(ev.ratio)
 
@@ -241,8 +241,8 @@ class FactorizedMCTS(Strategy):
         """The forced first simulations at each step's root (vector, rollout policy): hot singles
         alternating with the hottest sweeps, then pick-first."""
         hot = self.seed_hot if self.hot_first else 0
-        singles = itertools.islice(ctx.singles(root.exp), hot)
-        sweeps = itertools.islice(ctx.sweeps(root.exp), self.seed_sweeps if hot else 0)
+        singles = itertools.islice(ctx.singles(root.exp, self.hot_first), hot)
+        sweeps = itertools.islice(ctx.sweeps(root.exp, self.hot_first), self.seed_sweeps if hot else 0)
         out = [(vec, "none") for vec in interleave(singles, sweeps)]
         first = pick_first_vector(root.exp.dims)
         if self.seed_pick_first and not is_stop(first):
@@ -252,7 +252,7 @@ class FactorizedMCTS(Strategy):
     def search(self, ctx: SearchContext) -> Evaluation:
         minmax = MinMax()
         start = self.begin(ctx)
-        root = self._node(ctx, start, -math.log(ctx.start_ratio))  # the original: ratio 1.0, value 0
+        root = self._node(ctx, start, -math.log(self.start_ratio(ctx, start)))  # the original: ratio 1.0, value 0
         minmax.update(root.value)
         budgets = decayed_budgets(self.budget, self.decay, self.min_budget, ctx.max_steps)
         self.info.update(budgets=[], actions=[])

@@ -15,8 +15,9 @@ beam search's single choices come after every rewrite). The screen runs first in
    input set within the option's numerics tier, timed side by side, a new best timed twice),
    and the compiles the screen made are reused by that evaluation (the worker caches by text
    and options).
-3. The fastest one that beats the noise threshold becomes the context's start state: the
-   strategy then searches rewrites on top of it. The result keeps what was screened.
+3. The fastest one that beats the noise threshold is the screen's `start` (state, ratio);
+   `SearchContext.screen_options` makes it the search's start state, and the strategy then
+   searches rewrites on top of it. The result keeps what was screened.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class Screen:
     chosen: str | None = None
     seconds: float = 0.0
     stopped: str = ""  # why screening stopped before the last token ("" when it did not)
+    start: tuple[State, float] | None = None  # the chosen option's state and its measured ratio
 
     def summary(self) -> dict:
         return {"tried": len(self.tried), "screen_ratios": dict(self.tried), "verified": dict(self.verified),
@@ -88,8 +90,8 @@ SCREEN_TIMING = TimingPolicy(runs=5, warmup=2, min_seconds=0.05)
 
 def screen(ctx: SearchContext, *, share: float = 0.35, first_chunk: int = 1, timing: TimingPolicy = SCREEN_TIMING,
            verify_top: int = 2) -> Screen:
-    """Screen the option actions offered at the root (see the module docstring); sets
-    `ctx.start` to the best verified option state when one beats the noise threshold."""
+    """Screen the option actions offered at the root (see the module docstring); `start` is
+    the best verified option state that beats the noise threshold, if any."""
     out = Screen()
     exp = ctx.expand(ctx.root)
     position = {exp.passes[d.index]: i for i, d in enumerate(exp.dims) if d.kind == "pass"}
@@ -123,7 +125,6 @@ def screen(ctx: SearchContext, *, share: float = 0.35, first_chunk: int = 1, tim
             out.tried[t] = measured.full / timings[0].full
         i += len(chunk)
 
-    best: tuple[float, State] | None = None
     for t in sorted(out.tried, key=out.tried.__getitem__)[:verify_top]:
         if out.tried[t] >= 1.0 or ctx.out_of_time():
             break
@@ -133,12 +134,10 @@ def screen(ctx: SearchContext, *, share: float = 0.35, first_chunk: int = 1, tim
         if state is None:
             continue
         evaluation = ctx.evaluate(state)
-        if evaluation.ok and evaluation.timed:
+        if evaluation.timed:
             out.verified[t] = evaluation.ratio
-            if ctx.improves(evaluation) and (best is None or evaluation.ratio < best[0]):
-                best = (evaluation.ratio, state)
+            if ctx.improves(evaluation) and (out.start is None or evaluation.ratio < out.start[1]):
+                out.start = (state, evaluation.ratio)
                 out.chosen = t
-    if best is not None:
-        ctx.start_ratio, ctx.start = best
     out.seconds = time.perf_counter() - t0
     return out

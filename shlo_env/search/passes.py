@@ -82,9 +82,10 @@ def candidate_passes(platform: str | None = None) -> tuple[str, ...]:
     return tuple(name for name, _ in table)
 
 
-def describe(name: str) -> str:
-    if xla_options.is_option(name):
-        return xla_options.describe(name)
+def describe(action: str | xla_options.Action) -> str:
+    if xla_options.is_option(action):
+        return xla_options.describe(action)
+    name = xla_options.parse(action).name
     for table in (CPU_PASSES, GPU_PASSES):
         for n, what in table:
             if n == name:
@@ -92,23 +93,10 @@ def describe(name: str) -> str:
     return ""
 
 
-def normalize(passes: Iterable[str] | None) -> tuple[str, ...]:
-    """A canonical form of a set of XLA actions (disabled passes and `name=value` options,
-    see `shlo_env.xla_options`): sorted, unique, no empty names, one value per option (the
-    first in sorted order when two values of one option meet)."""
-    if not passes:
-        return ()
-    if isinstance(passes, str):
-        passes = passes.split(",")
-    out, options = [], set()
-    for p in sorted({p.strip() for p in passes if p and p.strip()}):
-        name = xla_options.option_name(p)
-        if name is not None:
-            if name in options:
-                continue
-            options.add(name)
-        out.append(p)
-    return tuple(out)
+def normalize(passes: Iterable[str | xla_options.Action] | str | None) -> tuple[str, ...]:
+    """A canonical form of a set of XLA actions, as tokens (`xla_options.normalize`: sorted,
+    unique, no empty names, one value per option)."""
+    return xla_options.tokens(xla_options.normalize(passes))
 
 
 def resolve(passes: bool | str | Sequence[str] | None, platform: str | None = None) -> tuple[str, ...]:
@@ -121,7 +109,7 @@ def resolve(passes: bool | str | Sequence[str] | None, platform: str | None = No
     return normalize(passes)
 
 
-def state_key(dag_hash: str, passes: Sequence[str] = ()) -> str:
+def state_key(dag_hash: str, passes: Sequence[str | xla_options.Action] = ()) -> str:
     """The evaluation-cache key of (program, disabled passes): the DAG hash alone when none."""
     passes = normalize(passes)
     return dag_hash if not passes else f"{dag_hash}|-{','.join(passes)}"

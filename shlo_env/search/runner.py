@@ -75,7 +75,7 @@ class SearchSummary:
     noise: float = math.nan  # |1 - ratio| of the original against itself (median of the repeats)
     threshold: float = math.nan  # a candidate was accepted only below this ratio
     applied: tuple[str, ...] = ()  # the rewrites of the returned program
-    disabled_passes: tuple[str, ...] = ()  # XLA passes disabled (and options set) for it
+    actions: tuple[option_actions.Action, ...] = ()  # XLA actions for it: DisablePass, SetOption
     numerics: str = "EXACT"  # the tier verification established
     candidates_evaluated: int = 0
     cache_hits: int = 0
@@ -87,6 +87,15 @@ class SearchSummary:
     search_s: float = 0.0
     total_s: float = 0.0
     original_hash: str = ""
+
+    @property
+    def disabled_passes(self) -> tuple[str, ...]:
+        """The XLA actions as text: pass names disabled, `name=value` options set."""
+        return option_actions.tokens(self.actions)
+
+    @disabled_passes.setter
+    def disabled_passes(self, value) -> None:
+        self.actions = option_actions.normalize(value)
 
 
 @dataclasses.dataclass
@@ -137,6 +146,8 @@ class ProgramResult(SearchSummary):
                 continue
             v = getattr(self, f.name)
             out[f.name] = list(v) if isinstance(v, tuple) else v
+        del out["actions"]  # stored as text (the results database's column)
+        out["disabled_passes"] = list(self.disabled_passes)
         out["identical"] = self.identical
         return out
 
@@ -193,8 +204,8 @@ class LockedWorker:
 class _RecordingContext(SearchContext):
     """A SearchContext that remembers every decision applied and how each state was first reached."""
 
-    def __post_init__(self):
-        super().__post_init__()
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         self.trail: list = []
         self.parents: dict = {}
 
@@ -349,7 +360,7 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             if accepted:
                 res.returned_original = False
                 res.program, res.evaluation = best.program, best
-                res.best_hash, res.applied, res.disabled_passes = best.hash, tuple(best.applied), tuple(best.passes)
+                res.best_hash, res.applied, res.actions = best.hash, tuple(best.applied), best.actions
                 res.decisions = ctx.path_to(best.key)
                 verified = best.verified
                 assert verified is not None, "only verified candidates are accepted"

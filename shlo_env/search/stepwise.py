@@ -69,11 +69,11 @@ class Exhaustive(Strategy):
         if exp.size - 1 <= self.max_vectors:
             return all_vectors(exp.dims)
         first = pick_first_vector(exp.dims)
-        return itertools.chain([first] if not is_stop(first) else [], ctx.singles(exp))
+        return itertools.chain([first] if not is_stop(first) else [], ctx.singles(exp, self.hot_first))
 
     def search(self, ctx: SearchContext) -> Evaluation:
         state = self.begin(ctx)
-        state_ratio = ctx.start_ratio
+        state_ratio = self.start_ratio(ctx, state)
         for _ in range(ctx.max_steps):
             exp = ctx.expand(state)
             if not exp.dims or ctx.out_of_time():
@@ -86,7 +86,7 @@ class Exhaustive(Strategy):
                 if child is None:
                     continue
                 ev = ctx.evaluate(child)
-                if ev.ok and ev.timed and (step_best is None or ev.ratio < step_best[0].ratio):
+                if ev.timed and (step_best is None or ev.ratio < step_best[0].ratio):
                     step_best = (ev, child)
             if step_best is None or not ctx.improves(step_best[0], state_ratio):
                 break
