@@ -1,5 +1,6 @@
 """shlo_env: graph-rewrite search over StableHLO that makes JAX programs faster, never wrong."""
 
+from shlo_env import _jax_compat  # noqa: F401  (first: sets XLA's log level before jaxlib loads)
 from shlo_env import gym_registration, patterns
 from shlo_env._version import __version__  # noqa: F401
 from shlo_env.env import Env

@@ -8,9 +8,23 @@ release moves one of these, only this file changes.
 from __future__ import annotations
 
 import functools
+import os
+from collections.abc import MutableMapping
 
-import jax
-from jaxlib.mlir import ir
+
+def quiet_xla_logs(env: MutableMapping[str, str] = os.environ) -> None:
+    """Hide XLA's C++ INFO lines (`pjrt_client.cc] PjRt-IFRT device count ...`) unless the user
+    chose a level. XLA reads TF_CPP_MIN_LOG_LEVEL (the only log variable jaxlib reads) once,
+    when jaxlib's first native library loads: shlo_env loads `jaxlib.mlir` before jax, whose own
+    default of 1 then comes too late. Applied here at import, before jaxlib, and so inherited
+    by every child process (workers, pool processes, Ray actors)."""
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+
+quiet_xla_logs()  # shlo_env/__init__ imports this module first
+
+import jax  # noqa: E402
+from jaxlib.mlir import ir  # noqa: E402
 
 
 def make_ir_context() -> ir.Context:

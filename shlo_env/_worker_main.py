@@ -1,8 +1,75 @@
-"""Entry point of the worker child process: `python -m shlo_env._worker_main FD`."""
+"""The worker child process: `python .../shlo_env/_worker_main.py FD PARENT_PID [--pdeathsig]`.
 
+Started as a file, not with `-m`: importing the package takes seconds, and a worker whose caller
+is killed meanwhile must not run on. So this file watches the parent first, with the standard
+library only, and imports the package after (`shlo_env.worker.serve` answers the requests).
+"""
+
+import os
 import sys
-from multiprocessing.connection import Connection
 
-from shlo_env.worker import serve
+if __name__ == "__main__":  # sys.path[0] is this package's directory: its modules would shadow others
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-serve(Connection(int(sys.argv[1])))
+import ctypes  # noqa: E402
+import select  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+WAKE_S = 0.2  # how often a child watching its parent, and a caller waiting for an answer, wake up
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent_pid: int, kernel: bool = True, fd: int | None = None) -> None:
+    """Exit this process as soon as `parent_pid` (its parent) dies, for any reason.
+
+    `kernel`: also ask Linux for SIGKILL when the parent dies (`PR_SET_PDEATHSIG`), which works
+    while this process is busy in native code. The kernel sends it when the *thread* that
+    started this process exits, so a parent asks for it only from its main thread. Always: a
+    daemon thread checks every `WAKE_S` that the parent is still the parent (an orphan is
+    re-parented) and that the socket `fd` to it is not closed."""
+    if kernel and sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - no prctl: the watcher remains
+            pass
+    if os.getppid() != parent_pid:  # it died before prctl took effect
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent_pid, fd), name="shlo_env parent watch",
+                     daemon=True).start()
+
+
+def _watch_parent(parent_pid: int, fd: int | None) -> None:
+    sock = socket.socket(fileno=os.dup(fd)) if fd is not None else None
+    while True:
+        if os.getppid() != parent_pid:
+            os._exit(1)
+        if sock is None:
+            time.sleep(WAKE_S)
+            continue
+        readable, _, _ = select.select([sock], [], [], WAKE_S)
+        if readable:  # a request the main thread has not read yet, or the parent's end closed
+            try:
+                closed = not sock.recv(1, socket.MSG_PEEK)
+            except OSError:
+                closed = True
+            if closed:
+                os._exit(1)
+            time.sleep(WAKE_S)
+
+
+def main(argv: list[str]) -> None:
+    fd, parent = int(argv[0]), int(argv[1])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the caller decides
+    die_with_parent(parent, kernel="--pdeathsig" in argv[2:], fd=fd)
+    from multiprocessing.connection import Connection
+
+    from shlo_env.worker import serve
+
+    serve(Connection(fd))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

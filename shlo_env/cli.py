@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 
 SUBCOMMANDS = {
     "bench": ("shlo_env.bench.cli", "sweep datasets of programs, store every measurement, print Table 2 "
@@ -25,8 +27,37 @@ SUBCOMMANDS = {
 }
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that the same cleanup runs (the worker is killed, nothing
+    is left half-written)."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    prog = f"shlo-env {argv[0]}" if argv else "shlo-env"
+    # Ctrl-C and SIGTERM become exceptions in the main thread, so the search's cleanup runs
+    # (a SIGINT inherited as ignored, as a non-interactive shell's `&` leaves it, is restored).
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        handlers = {signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+                    signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_terminated)}
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as e:
+        terminated = isinstance(e, Terminated)
+        print(f"{prog}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return 128 + int(signal.SIGTERM if terminated else signal.SIGINT)
+    finally:
+        for signum, handler in handlers.items():  # main() may be called from Python: leave them as found
+            if handler is not None:
+                signal.signal(signum, handler)
+
+
+def _main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="shlo-env", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():

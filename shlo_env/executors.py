@@ -24,9 +24,11 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
+import signal
 import socket
 import sys
 import tempfile
+import threading
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -164,9 +166,14 @@ class _TaskRunner:
 _PROCESS_RUNNER: _TaskRunner | None = None
 
 
-def _pool_init(timeout_s, device_lock) -> None:
+def _pool_init(timeout_s, device_lock, parent_pid: int, kernel: bool) -> None:
+    """In each pool process: it dies with the sweep's process (and its Worker child with it), and
+    leaves Ctrl-C, which the terminal sends to the whole group, to the sweep (which kills it)."""
     global _PROCESS_RUNNER
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    from shlo_env.worker import die_with_parent
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent_pid, kernel=kernel)
     _PROCESS_RUNNER = _TaskRunner(timeout_s, device_lock)
 
 
@@ -196,18 +203,33 @@ class LocalExecutor:
         import concurrent.futures as cf
         import multiprocessing
 
+        from shlo_env.worker import WAKE_S
+
         ctx = multiprocessing.get_context("spawn")
+        # the kernel's parent-death signal follows the thread that starts the pool's processes
+        # (this one, in submit): only the main thread is sure to live as long as the process
+        kernel = threading.current_thread() is threading.main_thread()
         pool = cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx, initializer=_pool_init,
-                                      initargs=(self.timeout_s, self.lock))
+                                      initargs=(self.timeout_s, self.lock, os.getpid(), kernel))
         futures = {pool.submit(_pool_run, t): t for t in tasks}
+        pending = set(futures)
+        finished = False
         try:
-            for f in cf.as_completed(futures):
-                try:
-                    yield f.result()
-                except Exception as e:  # noqa: BLE001 - a pool process died (BrokenProcessPool, ...)
-                    yield _error_record(futures[f], f"{type(e).__name__}: {e}")
+            while pending:
+                # in slices, so that Ctrl-C is raised here promptly (see shlo_env.worker._wait)
+                done, pending = cf.wait(pending, timeout=WAKE_S, return_when=cf.FIRST_COMPLETED)
+                for f in done:
+                    try:
+                        yield f.result()
+                    except Exception as e:  # noqa: BLE001 - a pool process died (BrokenProcessPool, ...)
+                        yield _error_record(futures[f], f"{type(e).__name__}: {e}")
+            finished = True
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            if not finished:  # interrupted, or the consumer stopped: the tasks in flight are abandoned
+                # Python 3.14 has kill_workers(); before, the pool's processes are only in _processes
+                for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                    proc.kill()  # each one's Worker child dies with it (die_with_parent)
+            pool.shutdown(wait=finished, cancel_futures=True)
 
 
 # --- Ray ------------------------------------------------------------------------------------------
@@ -225,7 +247,6 @@ class SweepActor:
     """A Ray actor: one Worker child, tasks one at a time. Timings hold the node's DeviceLock."""
 
     def __init__(self, timeout_s: float | None = None, lock_dir: str | None = None):
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
         self.runner = _TaskRunner(timeout_s, DeviceLock(directory=lock_dir))
 
     def run(self, task: Task) -> dict:
@@ -258,8 +279,7 @@ class RayExecutor:
         if self.address is None:
             kwargs["num_cpus"] = self.workers or os.cpu_count() or 1
             # the actors must import this package: the driver's sys.path travels with them
-            kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-                                                  "TF_CPP_MIN_LOG_LEVEL": "1"}}
+            kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}}
         else:
             kwargs["address"] = self.address
         kwargs.update(self.init_kwargs)
@@ -279,14 +299,20 @@ class RayExecutor:
         workers = self.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         actor_cls = ray.remote(num_cpus=1)(SweepActor)
         actors = [actor_cls.remote(self.timeout_s, self.lock_dir) for _ in range(min(workers, len(tasks)))]
+        from shlo_env.worker import WAKE_S
+
         idle = list(actors)
         inflight: dict = {}
+        finished = False
         try:
             while tasks or inflight:
                 while tasks and idle:
                     actor, task = idle.pop(), tasks.popleft()
                     inflight[actor.run.remote(task)] = (actor, task)
-                ready, _ = ray.wait(list(inflight), num_returns=1)
+                # in slices, so that Ctrl-C is raised here promptly (see shlo_env.worker._wait)
+                ready, _ = ray.wait(list(inflight), num_returns=1, timeout=WAKE_S)
+                if not ready:
+                    continue
                 ref = ready[0]
                 actor, task = inflight.pop(ref)
                 try:
@@ -301,13 +327,15 @@ class RayExecutor:
                 except ray.exceptions.RayError as e:
                     yield _error_record(task, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else e!r}")
                     idle.append(actor)
+            finished = True
         finally:
             for a in actors:
-                try:
-                    ray.get(a.shutdown.remote(), timeout=30)
-                except Exception:  # noqa: BLE001 - best effort
-                    pass
-                ray.kill(a)
+                if finished:  # idle actors close their Worker children; a busy one is just killed
+                    try:
+                        ray.get(a.shutdown.remote(), timeout=30)
+                    except Exception:  # noqa: BLE001 - best effort
+                        pass
+                ray.kill(a)  # its Worker child dies with it (die_with_parent)
             if started:
                 ray.shutdown()
 

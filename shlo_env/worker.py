@@ -3,6 +3,11 @@
 XLA can abort the whole process or hang on some programs; here that costs one candidate, not
 the caller. A crash or timeout raises `CandidateError` and the next call starts a fresh worker
 (re-sending the input sets it needs).
+
+A worker never outlives its caller. The child exits when the caller process dies, `kill -9`
+included (`die_with_parent`: the kernel's parent-death signal, plus a thread that watches the
+parent's pid and the socket), and it ignores SIGINT: on Ctrl-C the caller, whose waits for an
+answer wake up every `WAKE_S`, kills the child and raises `KeyboardInterrupt`.
 """
 
 from __future__ import annotations
@@ -14,29 +19,38 @@ import socket
 import subprocess
 import sys
 import threading
+import time
+import weakref
 from collections.abc import Iterator, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
 
+from shlo_env import _jax_compat
+from shlo_env._worker_main import WAKE_S, die_with_parent
 from shlo_env.runners import COMMANDS, CandidateError, FailureKind, InProcess
 from shlo_env.runtime import Timing
 from shlo_env.timing import QUICK, TimingPolicy, default_timeout  # noqa: F401  (re-exported)
+
+# Seconds the child sleeps before answering each request: lets tests interrupt a request in flight.
+TEST_DELAY_VAR = "SHLO_ENV_WORKER_TEST_DELAY_S"
 
 
 def serve(conn) -> None:
     """The child's loop: answer requests until told to exit or the pipe closes. A request is
     (command, keyword arguments), answered by the `InProcess` method of that name."""
     runner = InProcess()
+    delay = float(os.environ.get(TEST_DELAY_VAR) or 0)
     while True:
         try:
             cmd, kwargs = conn.recv()
-        except (EOFError, KeyboardInterrupt):
+        except (EOFError, OSError, KeyboardInterrupt):
             return
         if cmd == "exit":
             conn.send(("ok", None))
             return
+        time.sleep(delay)
         try:
             if cmd not in COMMANDS:
                 raise ValueError(f"unknown worker command {cmd!r}")
@@ -45,6 +59,21 @@ def serve(conn) -> None:
             conn.send(("error", (e.kind.value, e.message)))
         except Exception as e:  # noqa: BLE001 - reported to the parent, never fatal here
             conn.send(("error", (FailureKind.RUN.value, f"{type(e).__name__}: {e}")))
+
+
+WORKER_MAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker_main.py")  # run as a file
+_live: "weakref.WeakSet[Worker]" = weakref.WeakSet()  # killed at interpreter exit
+_exiting = False
+
+
+@atexit.register
+def _kill_all_at_exit() -> None:
+    """A worker still in use at exit (a `jit(background=True)` search, a thread) is killed, and
+    no new one starts; its thread is a daemon that dies with the interpreter."""
+    global _exiting
+    _exiting = True
+    for w in list(_live):
+        w._kill()
 
 
 class Worker:
@@ -64,31 +93,37 @@ class Worker:
     def _ensure(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             return
+        if _exiting:
+            raise CandidateError(FailureKind.CRASH, "the interpreter is exiting: no new worker")
         self._starts += 1
         # A fresh interpreter (not fork: unsafe once jax runs threads; not multiprocessing's
         # spawn: it re-imports the user's __main__).
         parent, child = socket.socketpair()
         env = dict(os.environ)
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-        proc = subprocess.Popen([sys.executable, "-m", "shlo_env._worker_main", str(child.fileno())],
-                                pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL)
+        _jax_compat.quiet_xla_logs(env)
+        args = [sys.executable, WORKER_MAIN, str(child.fileno()), str(os.getpid())]
+        if threading.current_thread() is threading.main_thread():
+            args.append("--pdeathsig")  # see die_with_parent: only a thread that lives as long as we do
+        proc = subprocess.Popen(args, pass_fds=(child.fileno(),), env=env, stdin=subprocess.DEVNULL)
         child.close()
         self._proc, self._conn, self._sent = proc, Connection(parent.detach()), set()
+        _live.add(self)
 
     def _kill(self) -> None:
-        if self._proc is not None:
-            self._proc.kill()
-            self._proc.wait(timeout=10)
-        if self._conn is not None:
-            self._conn.close()
+        proc, conn = self._proc, self._conn
         self._proc = self._conn = None
         self._sent = set()
+        if proc is not None:
+            proc.kill()
+            proc.wait(timeout=10)
+        if conn is not None:
+            conn.close()
 
     def close(self) -> None:
         if self._proc is not None and self._proc.poll() is None and self._conn is not None:
             try:
                 self._conn.send(("exit", {}))
-                if self._conn.poll(5):
+                if _wait(self._conn, 5):
                     self._conn.recv()
             except (OSError, EOFError, BrokenPipeError):
                 pass
@@ -119,11 +154,22 @@ class Worker:
         return self._request(cmd, kwargs, timeout_s or self.timeout_s)
 
     def _request(self, cmd: str, kwargs: dict, timeout_s: float) -> Any:
+        try:
+            return self._exchange(cmd, kwargs, timeout_s)
+        except CandidateError:
+            raise
+        except BaseException:
+            # Interrupted (Ctrl-C, SIGTERM turned into an exception) with the request in flight:
+            # stop the child now, and its answer can never reach the next request.
+            self._kill()
+            raise
+
+    def _exchange(self, cmd: str, kwargs: dict, timeout_s: float) -> Any:
         conn = self._conn
         assert conn is not None, "_ensure starts the child first"
         try:
             conn.send((cmd, kwargs))
-            ready = conn.poll(timeout_s)
+            ready = _wait(conn, timeout_s)
         except (BrokenPipeError, OSError, EOFError):
             ready = True  # fall through to recv, which reports the crash
         if not ready:
@@ -150,6 +196,19 @@ class Worker:
     def set_inputs(self, key: str, arrays: Sequence[np.ndarray]) -> None:
         self._inputs[key] = [np.asarray(a) for a in arrays]
         self._sent.discard(key)
+
+    def drop_inputs(self, keys: Sequence[str]) -> None:
+        """Forget input sets here and, where it holds them, in the child (bounded memory: a warm
+        worker serves search after search)."""
+        sent = [k for k in keys if k in self._sent]
+        for k in keys:
+            self._inputs.pop(k, None)
+            self._sent.discard(k)
+        if sent and self._proc is not None and self._proc.poll() is None:
+            try:
+                self._request("drop_inputs", {"keys": sent}, self.timeout_s)
+            except CandidateError:
+                pass  # a child that cannot answer holds nothing for long: it is restarted
 
     def run(self, text: str, input_key: str, disabled_passes: Sequence[str] = (),
             timeout_s: float | None = None) -> list[np.ndarray]:
@@ -191,6 +250,18 @@ class Worker:
         return self._proc.pid if self._proc is not None else None
 
 
+def _wait(conn: Connection, timeout_s: float) -> bool:
+    """`conn.poll(timeout_s)` in slices of `WAKE_S`: a signal that lands on another thread (XLA's)
+    does not interrupt the main thread's wait, so it wakes up to let Python run the handler."""
+    end = time.monotonic() + timeout_s
+    while True:
+        left = end - time.monotonic()
+        if conn.poll(max(0.0, min(WAKE_S, left))):
+            return True
+        if left <= WAKE_S:
+            return False
+
+
 # --- one warm worker per process, for `optimize()` -------------------------------------------
 
 SHARED_INPUT_BYTES = 512 << 20  # input sets the warm worker may keep across calls
@@ -215,8 +286,7 @@ def shared(timeout_s: float | None = None) -> Iterator[Worker]:
         return
     try:
         if _shared is None:
-            _shared = Worker(timeout_s)
-            atexit.register(_close_shared)
+            _shared = Worker(timeout_s)  # killed at exit by _kill_all_at_exit, busy or not
         _shared.timeout_s = timeout_s if timeout_s is not None else default_timeout()
         yield _shared
     finally:
@@ -232,4 +302,4 @@ def _close_shared() -> None:
         _shared = None
 
 
-__all__ = ["CandidateError", "FailureKind", "Worker", "default_timeout", "serve", "shared"]
+__all__ = ["CandidateError", "FailureKind", "Worker", "default_timeout", "die_with_parent", "serve", "shared"]

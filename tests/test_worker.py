@@ -129,3 +129,53 @@ def test_shlo_env_timeout_s_is_honoured_wherever_a_worker_is_started(monkeypatch
     monkeypatch.setenv("SHLO_ENV_TIMEOUT_S", "soon")
     with pytest.raises(ValueError, match="SHLO_ENV_TIMEOUT_S"):
         Worker()
+
+
+def test_ctrl_c_during_a_request_stops_the_worker_promptly(monkeypatch):
+    # SIGINT that lands on another thread (as it can on one of XLA's) does not interrupt the main
+    # thread's wait: the wait wakes up on its own to let Python raise KeyboardInterrupt
+    import os
+    import signal
+
+    from shlo_env.worker import TEST_DELAY_VAR
+
+    monkeypatch.setenv(TEST_DELAY_VAR, "30")  # every request sleeps 30 s in the child
+    with Worker(timeout_s=60) as w:
+        w.set_inputs("a", [np.array([1.0, 2.0], np.float32)])
+        w._ensure()
+        pid = w.pid
+        helper = threading.Timer(1.0, lambda: signal.pthread_kill(threading.get_ident(), signal.SIGINT))
+        t0 = time.monotonic()
+        helper.start()
+        with pytest.raises(KeyboardInterrupt):
+            w.run(IDENTITY, "a")
+        assert time.monotonic() - t0 < 5.0
+        assert w.pid is None  # killed at once: its late answer can never reach the next request
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        monkeypatch.delenv(TEST_DELAY_VAR)
+        np.testing.assert_array_equal(w.run(IDENTITY, "a")[0], [2.0, 4.0])  # a fresh worker answers
+
+
+def test_xla_info_logs_stay_hidden_unless_the_user_sets_the_level(tmp_path):
+    # XLA reads TF_CPP_MIN_LOG_LEVEL when jaxlib's first native library loads; shlo_env loads
+    # jaxlib.mlir before jax (and before jax's own default), so it sets the default first
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    probe = [sys.executable, "-c", "import shlo_env, jax; jax.devices()"]
+    quiet = subprocess.run(probe, env=env, capture_output=True, text=True, timeout=300)
+    assert quiet.returncode == 0 and "PjRt-IFRT" not in quiet.stderr, quiet.stderr
+    chosen = subprocess.run(probe, env=dict(env, TF_CPP_MIN_LOG_LEVEL="0"), capture_output=True, text=True,
+                            timeout=300)
+    assert "PjRt-IFRT device count" in chosen.stderr  # the user's level is kept
+
+    (tmp_path / "tiny.mlir").write_text(IDENTITY)
+    cli = subprocess.run([sys.executable, "-m", "shlo_env", "optimize", str(tmp_path / "tiny.mlir"), "-o",
+                          str(tmp_path / "out.mlir"), "--budget", "2"], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert cli.returncode == 0, cli.stderr
+    assert "pjrt_client.cc" not in cli.stderr and not [line for line in cli.stderr.splitlines()
+                                                        if line.startswith("I1")], cli.stderr
