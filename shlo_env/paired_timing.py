@@ -30,8 +30,9 @@ from shlo_env.sequential import (Decision, SequentialRatioTest, SequentialResult
                                  counterbalanced)
 from shlo_env.timing import TimingPolicy
 
-BLOCK_S = 0.05  # a block of rounds lasts about this long (for programs slower than BLOCK_S / 8)
-ROUNDS = (3, 8)  # rounds per block: at least (a percentile of fewer is the maximum), at most
+ROUNDS = (3, 16)  # rounds per block: at least (a percentile of fewer is the maximum), at most
+TARGET_LOOK = 4  # blocks are sized so that the allowance reaches this look (0-based: 41 observations)
+OVERHEAD = 1.25  # wall clock of a request over its timed runs (warm-up round, round trip)
 REQUEST_S = 0.1  # a timing request lasts about this long (fewer round trips to the worker)
 
 
@@ -76,11 +77,18 @@ def _text(program: str | _HasText) -> str:
     return program if isinstance(program, str) else program.text()
 
 
-def block_rounds_for(run_s: float) -> int:
-    """Rounds per block for a program pair whose round takes `run_s` seconds (see `BLOCK_S`)."""
-    if not run_s > 0 or not math.isfinite(run_s):
+def block_rounds_for(round_s: float, allowance_s: float, test: SequentialRatioTest) -> int:
+    """Rounds per block when one (A, B) round takes `round_s` seconds: as many as let the
+    allowance reach the test's look `TARGET_LOOK` (the last look when it has fewer), within
+    `ROUNDS`. The 10th percentile of a larger block is a steadier number (run times are
+    right-skewed: the fast end is the program's own speed), while a look needs its count of
+    blocks: slow programs (or a loaded machine) get small blocks, fast ones large blocks."""
+    if not round_s > 0 or not math.isfinite(round_s):
         return ROUNDS[1]
-    return int(min(ROUNDS[1], max(ROUNDS[0], BLOCK_S // run_s)))
+    schedule = test.schedule
+    observations = schedule[min(TARGET_LOOK, len(schedule) - 1)]
+    fit = allowance_s / (2 * observations * round_s * OVERHEAD)  # two blocks an observation
+    return int(min(ROUNDS[1], max(ROUNDS[0], fit)))
 
 
 def time_until_decided(runner: Runner, a: str | _HasText, b: str | _HasText, input_key: str,
@@ -94,8 +102,8 @@ def time_until_decided(runner: Runner, a: str | _HasText, b: str | _HasText, inp
     past it, by the last pair of requests' duration); returns a `PairedTiming`.
 
     `passes_a`/`passes_b`: each program's disabled XLA passes or option actions (as
-    `Runner.time_each` takes them); `block_rounds`: rounds per block (default by runtime,
-    `block_rounds_for`); `request_s`: the length of one timing request; `warmup`: untimed
+    `Runner.time_each` takes them); `block_rounds`: rounds per block (default: by the time of a
+    round and the allowance left after the first request, `block_rounds_for`); `request_s`: the length of one timing request; `warmup`: untimed
     rounds at the start of each request (after the order switch). A failing request raises
     the runner's `CandidateError`."""
     if not allowance_s > 0:
@@ -110,11 +118,11 @@ def time_until_decided(runner: Runner, a: str | _HasText, b: str | _HasText, inp
         policy = TimingPolicy(runs=rounds, warmup=warm, min_seconds=0.0, max_rounds=rounds)
         return runner.time_each(items, input_key, policy, timeout_s=timeout_s)
 
-    # A first short request compiles both (when not cached) and gives the run times.
-    probe = request([item_a, item_b], 2, 1)
+    # A first short request compiles both (when not cached) and gives the time of a round.
+    probe = request([item_a, item_b], 3, 1)
     requests = 1
-    run_s = float(min(probe[0].samples) + min(probe[1].samples))
-    rounds = block_rounds or block_rounds_for(run_s)
+    run_s = float(np.median(np.asarray(probe[0].samples) + np.asarray(probe[1].samples)))
+    rounds = block_rounds or block_rounds_for(run_s, allowance_s - (time.perf_counter() - start), test)
     all_a: list[float] = []
     all_b: list[float] = []
     last_pair_s = 0.0
@@ -138,4 +146,4 @@ def time_until_decided(runner: Runner, a: str | _HasText, b: str | _HasText, inp
                         requests, time.perf_counter() - start, q(all_a), q(all_b), rounds, res)
 
 
-__all__ = ["BLOCK_S", "PairedTiming", "REQUEST_S", "ROUNDS", "block_rounds_for", "time_until_decided"]
+__all__ = ["OVERHEAD", "PairedTiming", "REQUEST_S", "ROUNDS", "TARGET_LOOK", "block_rounds_for", "time_until_decided"]
