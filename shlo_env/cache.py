@@ -7,7 +7,8 @@ or False to disable), the `SHLO_ENV_CACHE_DIR` environment variable ("off" disab
 platform's user cache directory (`~/.cache/shlo_env` on Linux).
 
 Key (`search_key`): the DAG hash of the original program, the backend and device kind, the
-jax/jaxlib/shlo_env versions, the pattern set and the options that change the result.
+jax/jaxlib/shlo_env versions, and the options that change the result (the `SearchOptions` fields
+declared `result=True`, the pattern set among them: `SearchOptions.result_key`).
 Value (`Entry`): the chosen program as StableHLO text (None when the search kept the original),
 the XLA actions it is compiled with (`xla_options.DisablePass`/`SetOption`, stored as tokens),
 its numerics tier, and the search's report. Entries written before the actions were typed
@@ -31,6 +32,10 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shlo_env.search.options import SearchOptions
 
 from shlo_env import xla_options
 
@@ -252,13 +257,13 @@ def environment() -> dict:
             **_jax_compat.jax_versions(), "shlo_env": __version__}
 
 
-def search_key(program, *, patterns=None, options: dict | None = None) -> dict:
-    """The key of a search of `program` (a Program) with `patterns` and result-changing `options`."""
+def search_key(program, options: "SearchOptions") -> dict:
+    """The key of a search of `program` (a Program) with `options`: the program's DAG hash, the
+    environment, and the options' result-changing fields (`SearchOptions.result_key`, derived
+    from their declarations; the pattern set as `pattern_identity`)."""
     from shlo_env.hashing import dag_hash
 
-    return {"format": FORMAT, "program": dag_hash(program), **environment(),
-            "patterns": pattern_identity(patterns),
-            "options": json.loads(json.dumps(options or {}, sort_keys=True, default=_json_default))}
+    return {"format": FORMAT, "program": dag_hash(program), **environment(), "options": options.result_key()}
 
 
 # --- `shlo-env cache list|clear` ------------------------------------------------------------------

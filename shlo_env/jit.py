@@ -16,6 +16,15 @@ when nothing was faster), so calls, keyword arguments, donation, `.lower` and ne
 other jitted code behave as jax.jit's. Under `jax.vmap`/`jax.grad` the optimized module falls
 back to tracing `fn` (`shlo_env.optimize.transformable`).
 
+Calls go through one `jax.jit` of a dispatcher that jax traces once per signature: the trace
+specializes the signature (with the call's concrete arguments as the search's examples) and
+embeds its optimized module or `fn`, so a signature already specialized is dispatched by jax's
+own C++ path, at `jax.jit`'s cost per call. Nothing is raised out of that trace: jax's C++ cache
+would send the signature through Python for good. (A winner compiled with XLA actions needs its
+own compiler options: once a function has one, its calls look up their signature in Python. A
+background search that swaps a winner in clears jax's cache of the function: each signature is
+traced and compiled again once.)
+
 With `background=True` a new signature runs `jax.jit(fn)` at once; one background thread (shared
 by every jit function, so the MLIR context is used by one search at a time) looks the cache up or
 searches, and swaps the winner in when done. `f.wait()` blocks until that has happened.
@@ -26,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import os
 import queue
 import sys
 import threading
@@ -36,7 +46,8 @@ import jax
 import numpy as np
 
 from shlo_env.import_ import ProgramError
-from shlo_env.optimize import OptimizedFunction, Report, optimize
+from shlo_env.optimize import DEFAULTS, OptimizedFunction, Report, optimize
+from shlo_env.search.options import SearchOptions, options_from
 
 NOTICE_AFTER_S = 3.0  # a search still running after this long prints a line on stderr
 # Searches share one MLIR context: a synchronous search waits for a background one to finish.
@@ -62,7 +73,8 @@ def jit(fn: Callable | None = None, /, *, static_argnums: int | Iterable[int] | 
         static_argnames: str | Iterable[str] | None = None,
         donate_argnums: int | Iterable[int] | None = None,
         donate_argnames: str | Iterable[str] | None = None, background: bool = False,
-        progress: bool | None = None, **options):
+        progress: bool | None = None, cache: bool | str | os.PathLike | None = True,
+        options: SearchOptions | None = None, **fields):
     """Like `jax.jit(fn, ...)`, with a rewrite search per input signature.
 
     Usable as `shlo_env.jit(fn)`, `@shlo_env.jit` and `@shlo_env.jit(budget_s=30, ...)`.
@@ -73,16 +85,19 @@ def jit(fn: Callable | None = None, /, *, static_argnums: int | Iterable[int] | 
         background search (or cache lookup) finishes.
       progress: True for the search's live line; None (default) prints one line on stderr when
         a search takes longer than a few seconds; False for silence.
-      options: passed to `shlo_env.optimize` (`budget_s`, `strategy`, `patterns`, `passes`,
-        `cache`, ...).
+      cache: the persistent cache of searches, as in `shlo_env.optimize`.
+      options, fields: the search's options, as in `shlo_env.optimize` (a `SearchOptions`,
+        and/or its fields by name: `budget_s`, `strategy`, `patterns`, `passes`, ...); an
+        unknown name is a TypeError here, not at the first call.
     """
+    search = options_from(DEFAULTS if options is None else options, fields, where="shlo_env.jit")
     if fn is None:
         return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, donate_argnames=donate_argnames,
-                                 background=background, progress=progress, **options)
+                                 background=background, progress=progress, cache=cache, options=search)
     return JitFunction(fn, static_argnums=static_argnums, static_argnames=static_argnames,
                        donate_argnums=donate_argnums, donate_argnames=donate_argnames,
-                       background=background, progress=progress, options=options)
+                       background=background, progress=progress, cache=cache, options=search)
 
 
 def _as_tuple(x, kind) -> tuple:
@@ -111,7 +126,7 @@ class JitFunction:
 
     def __init__(self, fn: Callable, *, static_argnums=None, static_argnames=None, donate_argnums=None,
                  donate_argnames=None, background: bool = False, progress: bool | None = None,
-                 options: dict | None = None):
+                 cache: bool | str | os.PathLike | None = True, options: SearchOptions | None = None):
         functools.update_wrapper(self, fn)
         self._fn = fn
         self._jit_kwargs = {"static_argnums": static_argnums, "static_argnames": static_argnames,
@@ -120,13 +135,27 @@ class JitFunction:
         self._static_nums, self._static_names = _argnums_and_argnames(fn, static_argnums, static_argnames)
         self.background = background
         self.progress = progress
-        self.options = dict(options or {})
+        self.cache = cache
+        self.options = options if options is not None else DEFAULTS
         self._specializations: dict = {}
         self._lock = threading.Lock()
+        self._keyed = False  # a winner needs its own compiler options: route calls in Python
+        self._calling: tuple | None = None  # the arguments of the call in progress (see __call__)
+        self._dispatch = self._new_dispatch()
 
     # --- calling ------------------------------------------------------------------------------
 
     def __call__(self, *args, **kwargs):
+        if self._keyed:
+            return self._keyed_call(args, kwargs)
+        self._calling = (args, kwargs)  # concrete examples for the search, if jax traces this call
+        try:
+            return self._dispatch(*args, **kwargs)  # jax's C++ path once a signature is traced
+        finally:
+            self._calling = None
+
+    def _keyed_call(self, args, kwargs):
+        """A call with the signature looked up in Python (see the module doc)."""
         try:
             key = self._signature(args, kwargs)
             spec = self._specializations.get(key)  # TypeError: an unhashable static value
@@ -135,6 +164,31 @@ class JitFunction:
         if spec is None:
             spec = self._specialize(key, args, kwargs)
         return spec.call(*args, **kwargs)
+
+    def _new_dispatch(self) -> Callable:
+        """One `jax.jit` for every signature: jax traces `dispatch` once per signature, and it
+        embeds what that signature's specialization runs. A new one drops jax's executables
+        (a background search swapped a winner in): `dispatch` is a new function, so jax's
+        caches of traces miss too."""
+        fn, specs = self._fn, self._specializations
+
+        @functools.wraps(fn)  # jax.jit reads fn's signature to match static/donated names
+        def dispatch(*args, **kwargs):
+            key = self._signature(args, kwargs)  # the leaves are tracers here
+            spec = specs.get(key)
+            if spec is None:
+                calling = self._calling  # the call's own arguments, unless another thread's
+                same = calling is not None and self._same_signature(key, calling)
+                spec = self._specialize(key, *(calling if same else (args, kwargs)))
+            if spec.optimized is None or spec.optimized.report.disabled_passes:
+                # jax.jit(fn)'s program; a winner with XLA actions runs from `_keyed_call` from now on
+                return fn(*args, **kwargs)
+            d_args, d_kwargs, _, _ = self._split(args, kwargs)
+            return spec.optimized.module_call(*jax.tree_util.tree_leaves((d_args, d_kwargs)))
+
+        # static as the signature key has them (a static position passed by keyword too)
+        return jax.jit(dispatch, **{**self._jit_kwargs, "static_argnums": self._static_nums,
+                                    "static_argnames": self._static_names})
 
     def report(self, *args, **kwargs) -> Report:
         """What runs for the signature of these arguments (specializing it first if needed)."""
@@ -199,7 +253,7 @@ class JitFunction:
             if spec is not None:
                 return spec
             if self.background:
-                report = Report(name=getattr(self._fn, "__name__", "fn"), strategy=str(self.options.get("strategy", "auto")),
+                report = Report(name=getattr(self._fn, "__name__", "fn"), strategy=str(self.options.strategy),
                                 reason="running jax.jit(fn) while a background search runs")
                 interim = Specialization(self._jitted, report)
                 self._specializations[key] = interim
@@ -207,8 +261,21 @@ class JitFunction:
                 return interim
             spec = self._search(args, kwargs)
             spec.done.set()
-            self._specializations[key] = spec
+            self._register(key, spec)
             return spec
+
+    def _register(self, key, spec: Specialization, swapped: bool = False) -> None:
+        self._specializations[key] = spec
+        if spec.optimized is not None and spec.optimized.report.disabled_passes:
+            self._keyed = True
+        if swapped:  # jax has compiled what ran before: trace every signature again
+            self._dispatch.clear_cache()  # type: ignore[attr-defined]
+
+    def _same_signature(self, key, call: tuple) -> bool:
+        try:
+            return self._signature(*call) == key
+        except _NotASignature:
+            return False
 
     def _finish_in_background(self, key, interim: Specialization, args, kwargs) -> None:
         try:
@@ -216,7 +283,7 @@ class JitFunction:
         except Exception as e:  # noqa: BLE001 - a failed background search keeps jax.jit
             interim.report.reason = f"background search failed: {type(e).__name__}: {e}"
             spec = interim
-        self._specializations[key] = spec
+        self._register(key, spec, swapped=spec is not interim)
         interim.done.set()
         spec.done.set()
 
@@ -238,18 +305,15 @@ class JitFunction:
         # view of a jax array would keep its buffer from being donated.
         example = [jax.ShapeDtypeStruct(x.shape, x.dtype) if isinstance(x, jax.core.Tracer)
                    else np.array(x, copy=True) if isinstance(x, jax.Array) else x for x in leaves]
-        options = {**self.options}
-        if self.progress is not None:
-            options["progress"] = self.progress
         quiet = self.progress is not None or self.background
-        notice = None if quiet else _Notice(flat_fn.__name__, leaves, options.get("budget_s", 120.0))
+        notice = None if quiet else _Notice(flat_fn.__name__, leaves, self.options.budget_s)
         try:
             # The in-process checks run the candidates on concrete inputs, also when this call
             # is being traced by an outer transformation.
             with _SEARCH_LOCK, jax.ensure_compile_time_eval():
-                opt = optimize(flat_fn, *example, **options)
+                opt = optimize(flat_fn, *example, options=self.options, progress=self.progress, cache=self.cache)
         except ProgramError as e:  # not a program we can search (jax.jit raises fn's own errors)
-            report = Report(name=flat_fn.__name__, strategy=str(options.get("strategy", "auto")),
+            report = Report(name=flat_fn.__name__, strategy=str(self.options.strategy),
                             reason=f"not searched: {e}")
             return Specialization(self._jitted, report)
         finally:
@@ -260,7 +324,7 @@ class JitFunction:
         if opt.program is None:
             return Specialization(self._jitted, opt.report, opt)
         passes = opt.report.disabled_passes
-        inner = opt._call  # a jax.jit of the optimized module, compiled by optimize's own check
+        inner = opt.module_call  # a jax.jit of the optimized module, with its compiler options
 
         @functools.wraps(self._fn)  # jax.jit reads fn's signature to match static/donated names
         def wrapper(*a, **k):
@@ -277,13 +341,10 @@ class JitFunction:
 
 
 def _leaf_key(x):
-    """What jax.jit specializes a leaf on; read off arrays directly (this is on every call)."""
-    t = type(x)
-    if t is np.ndarray:
-        return (t, x.shape, x.dtype)
-    if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
-        return (jax.Array, x.shape, x.dtype, x.weak_type)
-    return jax.typeof(x)
+    """What a leaf's program depends on: the same for a concrete leaf and for the tracer jax
+    traces it as (shape, dtype, weak type)."""
+    a = jax.typeof(x)
+    return (a.shape, a.dtype, a.weak_type)
 
 
 class _NotASignature(TypeError):

@@ -35,7 +35,8 @@ from shlo_env.import_ import Program, lower, parse_module
 from shlo_env.noise_model import accepts
 from shlo_env.numerics import SENSITIVITY_ULPS, Numerics
 from shlo_env.search import passes as pass_actions
-from shlo_env.search.runner import SearchOptions, SearchSummary, optimize_program
+from shlo_env.search.options import SearchOptions, options_from
+from shlo_env.search.runner import SearchSummary, optimize_program
 from shlo_env.timing import SEARCH, TimingPolicy
 from shlo_env.verify import all_finite, escalate, finite_redraw
 from shlo_env.worker import shared as shared_worker
@@ -109,38 +110,99 @@ class OptimizedFunction:
     """Callable like `jax.jit(fn)`: same arguments, same output pytree. `.report` says what happened.
 
     Keyword arguments bind to `fn`'s positional parameters. Arguments of another signature
-    (shapes, dtypes, structure) than the ones optimized for run `jax.jit(fn)`; `shlo_env.jit`
-    searches per signature instead."""
+    (shapes, dtypes, structure) than the ones optimized for run `fn` as `jax.jit(fn)` does;
+    `shlo_env.jit` searches per signature instead.
+
+    A call is one `jax.jit` call (see `dispatching`): jax's C++ dispatch finds the executable
+    of a signature it has seen, so the callable costs what `jax.jit(fn)` costs per call. Only a
+    rewrite compiled with XLA actions (`report.disabled_passes`) is called through a Python
+    check of the signature, since one `jax.jit` compiles every signature with one set of
+    compiler options."""
 
     def __init__(self, fn: Callable, call: Callable, report: Report, program: Program | None,
-                 original: Program | None, fallback: Callable | None = None):
+                 original: Program | None, fallback: Callable | None = None, dispatch: Callable | None = None):
         self.__wrapped__ = fn
-        self._call = call
-        self._fallback = fallback if fallback is not None else call
+        self._call = call  # the optimized module's callable (jax.jit(fn) when it was kept)
+        self._fallback = fallback if fallback is not None else call  # jax.jit(fn)
         self.report = report
         self.program = program  # the chosen program (None when jax.jit(fn) is returned)
         self.original = original
+        if dispatch is None:
+            dispatch = call if self._call is self._fallback or original is None else dispatching(
+                fn, call, original, report.disabled_passes, self._fallback)
+        self._dispatch = dispatch
         self.__name__ = getattr(fn, "__name__", "fn")
         self.__doc__ = getattr(fn, "__doc__", None)
 
     def __call__(self, *args, **kwargs):
-        if self._call is self._fallback:
-            return self._call(*args, **kwargs)
-        try:
-            positional = inspect.signature(self.__wrapped__).bind(*args, **kwargs) if kwargs else None
-        except (TypeError, ValueError):
-            positional = None
-        if kwargs and (positional is None or positional.kwargs):
-            return self._fallback(*args, **kwargs)  # keyword-only: not the optimized signature
-        try:
-            return self._call(*(positional.args if kwargs else args))
-        except (TypeError, ValueError):
-            # jax checks the arguments against the exported signature before running anything:
-            # another signature gets jax.jit(fn) (which raises jax's own error if they are bad).
-            return self._fallback(*args, **kwargs)
+        return self._dispatch(*args, **kwargs)
+
+    @property
+    def module_call(self) -> Callable:
+        """The optimized module alone (a `jax.jit`, with the rewrite's compiler options), taking
+        exactly the optimized signature; `jax.jit(fn)` when it was kept."""
+        return self._call
 
     def __repr__(self) -> str:
         return f"<OptimizedFunction {self.__name__}: {self.report.speedup:.2f}x vs jax.jit>"
+
+
+def dispatching(fn: Callable, call: Callable, program: Program, actions: Sequence = (),
+                fallback: Callable | None = None) -> Callable:
+    """What an `OptimizedFunction` calls: `call` (the optimized module, taking `program`'s
+    signature) for arguments of that signature, `fn` for any other.
+
+    Without XLA actions this is one `jax.jit` of a router that jax traces once per signature:
+    the choice is made at trace time, and every later call is jax's own C++ dispatch (no Python
+    signature check per call). Keyword arguments bind to `fn`'s positional parameters there.
+    With actions, `call` is a `jax.jit` compiled with them, and other signatures must not be:
+    the arguments go to `call` first and to `fallback` (`jax.jit(fn)`) when jax refuses them."""
+    try:
+        signature: inspect.Signature | None = inspect.signature(fn)
+    except (TypeError, ValueError):
+        signature = None
+    if actions:
+        return _checked(signature, call, fallback if fallback is not None else jax.jit(fn))
+    specs = [(tuple(s.shape), np.dtype(s.dtype)) for s in program.in_specs]
+
+    def route(*args, **kwargs):  # runs when jax traces a new signature, not per call
+        positional = _positional(signature, args, kwargs)
+        if positional is not None:
+            leaves, tree = jax.tree_util.tree_flatten((positional, {}))
+            if tree == program.in_tree and [(tuple(x.shape), np.dtype(x.dtype)) for x in leaves] == specs:
+                return call(*positional)
+        return fn(*args, **kwargs)
+
+    route.__name__ = route.__qualname__ = getattr(fn, "__name__", "fn")  # jax names the program after it
+    return jax.jit(route)
+
+
+def _positional(signature: inspect.Signature | None, args: tuple, kwargs: dict) -> tuple | None:
+    """`args` with `kwargs` bound to positional parameters; None when some cannot be."""
+    if not kwargs:
+        return args
+    try:
+        bound = signature.bind(*args, **kwargs) if signature is not None else None
+    except TypeError:
+        return None
+    return None if bound is None or bound.kwargs else bound.args
+
+
+def _checked(signature: inspect.Signature | None, call: Callable, fallback: Callable) -> Callable:
+    """`call` for the arguments jax's exported-signature check accepts, `fallback` otherwise."""
+
+    def checked(*args, **kwargs):
+        positional = _positional(signature, args, kwargs)
+        if positional is None:
+            return fallback(*args, **kwargs)  # keyword-only: not the optimized signature
+        try:
+            return call(*positional)
+        except (TypeError, ValueError):
+            # jax checks the arguments against the exported signature before running anything:
+            # another signature gets jax.jit(fn) (which raises jax's own error if they are bad).
+            return fallback(*args, **kwargs)
+
+    return checked
 
 
 def transformable(call: Callable, fn: Callable) -> Callable:
@@ -207,70 +269,64 @@ def time_callables(fns: Sequence[Callable], args: Sequence, timing: TimingPolicy
     return [runtime.typical(s) for s in callable_samples(fns, args, timing)]
 
 
-def optimize(fn: Callable, *args, patterns=None, strategy: str = "auto", budget_s: float = 120.0,
-             max_steps: int = 6, num_random: int = 3, seed: int = 0, min_gain: float = 0.03,
-             progress: bool | None = None, timeout_s: float | None = None,
-             name: str | None = None, passes: bool | Sequence[str] = False,
-             xla_options: bool | str | Sequence[str] = False,
-             strategy_options: dict | None = None,
-             cache: bool | str | os.PathLike | None = True) -> OptimizedFunction:
+# optimize()'s defaults: a longer budget than a program-level search's (it also builds and
+# checks the callable), and no final timing or cost analysis in the worker (`_finish` times the
+# callable here, in this process)
+DEFAULTS = SearchOptions(budget_s=120.0)
+
+
+def optimize(fn: Callable, *args, options: SearchOptions | None = None, progress: bool | None = None,
+             cache: bool | str | os.PathLike | None = True, **fields: Any) -> OptimizedFunction:
     """Search rewrites of `fn` lowered on `args`; return a callable at least as fast as jax.jit(fn).
 
+        optimize(fn, x, w, budget_s=30, strategy="beam")
+        optimize(fn, x, w, options=SearchOptions(budget_s=30), seed=1)
+
     Args:
-      patterns: Pattern classes/instances/names (default: every value-preserving pattern).
-      strategy: a name from `shlo_env.search.strategies()`, or "auto" (by decision-space size:
-        exhaustive when small, beam search, factorized MCTS when large).
-      budget_s: wall-clock budget for the whole call (search, confirmation, final check),
-        split as `shlo_env.timing.Budget` says; a compile or run still going at the search's
-        hard deadline is abandoned.
-      num_random: seeded random input sets used to verify candidates, besides `args`.
-      min_gain: the smallest speedup worth taking (raised to twice the measured noise).
+      options: the search's options (`shlo_env.search.options.SearchOptions`; default
+        `DEFAULTS`: a budget of 120 s). Its `final_timing` and `cost` do not apply: the
+        callable is timed in-process.
+      fields: any `SearchOptions` field by name (`budget_s`, `strategy`, `patterns`, `passes`,
+        `xla_options`, `seed`, ...), replacing the one in `options`; an unknown name is a
+        TypeError. `budget_s` covers the whole call (search, confirmation, final check);
+        `name` defaults to fn's name.
       progress: show a live line (best ratio, candidates evaluated, cache hits) on stderr.
-      timeout_s: per compile/run limit in the worker (a hang costs one candidate).
-      passes: also let the search disable XLA passes: True for the platform's candidates
-        (`shlo_env.search.passes.candidate_passes()`), or a list of pass names.
-      xla_options: also let the search set XLA compile options: True for the platform's
-        value-preserving ones (`shlo_env.xla_options`), "approx" to add fast math (APPROX tier,
-        looser verification), or a list of `name=value` tokens. The returned callable compiles
-        with the chosen options (`Report.disabled_passes` lists them beside disabled passes).
-      strategy_options: keyword options for the strategy (e.g. {"alpha": 1.0} for beam).
       cache: the persistent cache of searches (`shlo_env.cache`): True for the default
         directory (`SHLO_ENV_CACHE_DIR`, else the user cache directory), a directory, or
-        False. A hit is checked against jax.jit(fn) on a seeded random input set, then used
-        without searching (`report.cache == "hit"`).
+        False. Its key is the program and the options that change the result
+        (`SearchOptions.result_key`). A hit is checked against jax.jit(fn) on a seeded random
+        input set, then used without searching (`report.cache == "hit"`).
     """
     t0 = time.perf_counter()
-    name = name or getattr(fn, "__name__", "fn")
-    options = SearchOptions(patterns=patterns, strategy=strategy, strategy_options=strategy_options,
-                            budget_s=budget_s, max_steps=max_steps, num_random=num_random, seed=seed,
-                            min_gain=min_gain, timeout_s=timeout_s, passes=passes, xla_options=xla_options,
-                            name=name,
-                            # the callable is checked and timed here, in this process (`_finish`)
-                            final_timing=False, cost=False)
+    options = options_from(DEFAULTS if options is None else options, fields, where="optimize")
+    name = str(options.name or getattr(fn, "__name__", "fn"))
+    options = options.with_(name=name, final_timing=False, cost=False)
     jitted = jax.jit(fn)
     program = lower(fn, *args, name=name)
     store = search_cache.open_cache(cache)
-    key = None
-    if store is not None:
-        key = search_cache.search_key(program, patterns=patterns, options={
-            "strategy": strategy, "budget_s": budget_s, "max_steps": max_steps, "num_random": num_random,
-            "seed": seed, "min_gain": min_gain, "passes": list(pass_actions.resolve(passes)),
-            "xla_options": list(option_actions.resolve(xla_options)),
-            "strategy_options": strategy_options or {}})
-        entry = store.get(key)
-        if entry is not None:
-            hit = _from_cache(fn, args, jitted, program, entry, name, t0)
-            if hit is not None:
-                return hit
+    key = search_cache.search_key(program, options) if store is not None else None
+    entry = store.get(key) if store is not None and key is not None else None
+    if entry is not None:
+        hit = _from_cache(fn, args, jitted, program, entry, name, t0)
+        if hit is not None:
+            return hit
     opt, searched = _search(fn, args, jitted, program, t0, options, progress=bool(progress))
     if key is not None and store is not None and searched:
-        try:
-            store.put(_cache_entry(key, opt))
+        if store_search(store, _cache_entry(key, opt), name):
             opt.report.cache = "stored"
-        except OSError as e:  # a read-only or full disk costs the cache, not the result
-            warnings.warn(f"shlo_env cache: cannot store the search of {name} in {store.directory} ({e})",
-                          search_cache.CacheWarning, stacklevel=2)
     return opt
+
+
+def store_search(store: search_cache.SearchCache, entry: search_cache.Entry, name: str) -> bool:
+    """Put `entry` in `store`; False (with a CacheWarning) when the disk refuses it: a read-only
+    or full disk costs the cache, not the result."""
+    try:
+        store.put(entry)
+    except OSError as e:
+        warnings.warn(f"shlo_env cache: cannot store the search of {name} in {store.directory} ({e})",
+                      search_cache.CacheWarning, stacklevel=3)
+        return False
+    return True
 
 
 def _search(fn, args, jitted, program, t0, options: SearchOptions, progress: bool) -> tuple[OptimizedFunction, bool]:
@@ -337,41 +393,54 @@ def _from_cache(fn, args, jitted, program, entry, name, t0) -> OptimizedFunction
         if dag_hash(chosen) != entry.optimized_hash:
             raise ValueError("the stored program does not match its hash")
         call = exported_callable(fn, args, chosen, entry.disabled_passes)
+        user = dispatching(fn, call, program, entry.disabled_passes, jitted)  # what the caller gets
         reference_fn = jax.jit(fn, keep_unused=True)  # jax.jit(fn) as `lower` traced it: jax's caches hit
 
-        def run(f, flat):
-            call_args = jax.tree_util.tree_unflatten(program.in_tree, runtime.to_device(flat))[0]
-            return [np.asarray(x) for x in jax.tree_util.tree_leaves(f(*call_args))]
+        def run(f):
+            def outputs(flat):
+                call_args = jax.tree_util.tree_unflatten(program.in_tree, runtime.to_device(flat))[0]
+                return [np.asarray(x) for x in jax.tree_util.tree_leaves(f(*call_args))]
+            return outputs
 
-        flat = runtime.random_inputs(program.in_specs, CACHE_CHECK_SEED)
-        want = run(reference_fn, flat)
-        if not all_finite(want):  # the search's verifier redraws such sets too (shlo_env.verify)
-            redrawn = finite_redraw(program.in_specs, CACHE_CHECK_SEED, lambda _scale, a: run(reference_fn, a))
-            if redrawn is not None:
-                flat, want = redrawn
-        got = run(call, flat)
-        tier = Numerics.parse(entry.numerics)
-        widened: dict = {}  # float64 outputs of the original, computed once, when the ladder asks
-
-        def refs():
-            if "ref" not in widened:
-                widened["ref"] = runtime.reference_outputs(program, flat)
-            return None if widened["ref"] is None else [widened["ref"]]
-
-        def sensitivities():  # the original's own sensitivity, as the search's verification allows
-            sens = None if widened.get("ref") is None else runtime.reference_outputs(
-                program, flat, perturb_ulps=SENSITIVITY_ULPS)
-            return None if sens is None else [sens]
-
-        cmp = escalate([got], [want], tier, refs, sensitivities, reference_free_first=True)
-        if not cmp.ok:
-            raise ValueError(f"outputs differ from jax.jit's: {cmp.detail}")
+        check_cached(program, entry.numerics, run(reference_fn), run(user), "jax.jit's")
     except Exception as e:  # noqa: BLE001 - a bad entry means: search again
         warnings.warn(f"shlo_env cache: ignoring the cached search of {name} ({type(e).__name__}: {e}); "
                       f"searching again", search_cache.CacheWarning, stacklevel=3)
         return None
     report.total_s = time.perf_counter() - t0
-    return OptimizedFunction(fn, call, report, chosen, program, fallback=jitted)
+    return OptimizedFunction(fn, call, report, chosen, program, fallback=jitted, dispatch=user)
+
+
+def check_cached(program: Program, numerics: str, run_original: Callable, run_chosen: Callable,
+                 what: str = "the original's") -> None:
+    """The cheap check of a cache hit: the chosen program's outputs (`run_chosen(flat inputs)`)
+    against the original's on the seeded random input set `CACHE_CHECK_SEED` (redrawn where the
+    original overflows, as the search's verifier does), within the `numerics` tier the entry
+    was verified in (the float64 reference only when the plain comparison does not settle it).
+    Raises ValueError when they differ."""
+    flat = runtime.random_inputs(program.in_specs, CACHE_CHECK_SEED)
+    want = run_original(flat)
+    if not all_finite(want):  # the search's verifier redraws such sets too (shlo_env.verify)
+        redrawn = finite_redraw(program.in_specs, CACHE_CHECK_SEED, lambda _scale, a: run_original(a))
+        if redrawn is not None:
+            flat, want = redrawn
+    got = run_chosen(flat)
+
+    widened: dict = {}  # float64 outputs of the original, computed once, when the ladder asks
+
+    def refs():
+        if "ref" not in widened:
+            widened["ref"] = runtime.reference_outputs(program, flat)
+        return None if widened["ref"] is None else [widened["ref"]]
+
+    def sensitivities():  # the original's own sensitivity, as the search's verification allows
+        sens = None if widened.get("ref") is None else runtime.reference_outputs(
+            program, flat, perturb_ulps=SENSITIVITY_ULPS)
+        return None if sens is None else [sens]
+
+    cmp = escalate([got], [want], Numerics.parse(numerics), refs, sensitivities, reference_free_first=True)
+    if not cmp.ok:
+        raise ValueError(f"outputs differ from {what}: {cmp.detail}")
 
 
 def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out, threshold,
@@ -380,8 +449,9 @@ def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out,
     chosen = best.program
     try:
         call = exported_callable(fn, args, chosen, best.passes)
+        user = dispatching(fn, call, program, best.passes, jitted)  # what the caller gets: checked, timed
         call_args = jax.tree_util.tree_unflatten(program.in_tree, runtime.to_device(flat_inputs))[0]
-        got = jax.tree_util.tree_leaves(call(*call_args))
+        got = jax.tree_util.tree_leaves(user(*call_args))
         want = jax.tree_util.tree_leaves(jitted(*call_args))
     except Exception as e:  # noqa: BLE001 - any failure here means: keep jax.jit
         return keep_original(f"could not build the optimized callable: {type(e).__name__}: {e}")
@@ -391,7 +461,7 @@ def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out,
     if not cmp.ok:
         return keep_original(f"final in-process check against jax.jit failed: {cmp.detail}")
     tier = max(cmp.tier, best.verified)
-    s_jit, s_opt = callable_samples([jitted, call], call_args)
+    s_jit, s_opt = callable_samples([jitted, user], call_args)
     t_jit, t_opt = runtime.typical(s_jit), runtime.typical(s_opt)
     ratio, median = t_opt / t_jit, runtime.median_ratio(s_jit, s_opt)
     report.baseline_s, report.optimized_s, report.ratio, report.median_ratio = t_jit, t_opt, ratio, median
@@ -408,4 +478,4 @@ def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out,
     report.verification = (f"{tier.name} tier on {sets} in a worker, then against jax.jit in-process"
                            + (f"; {c.describe()}" if c is not None and c.describe() else ""))
     report.total_s = time.perf_counter() - t0
-    return OptimizedFunction(fn, call, report, chosen, program, fallback=jitted)
+    return OptimizedFunction(fn, call, report, chosen, program, fallback=jitted, dispatch=user)

@@ -9,20 +9,33 @@ extension picks the format (`.mlirbc` bytecode, else text; a trailing `.xz`/`.gz
 compresses); `-` writes text to stdout. The search is `optimize_program` (every candidate
 verified against the input module before it is timed); `--report` writes its JSON record next to
 OUT (`OUT.report.json`) or to the path given.
+
+The search's flags are those of `SearchOptions` (`shlo_env.search.options`: the options
+`optimize` takes, declared once). Searches go through the persistent cache (`shlo_env.cache`,
+the one `optimize` and `shlo_env.jit` use; `--cache-dir`, or `--no-cache`): a hit is checked
+against the input module on a seeded random input set, then written without searching.
 """
 
 from __future__ import annotations
 
 import argparse
 import bz2
+import dataclasses
 import gzip
 import json
 import lzma
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 from pathlib import Path
 
 from shlo_env.import_ import BYTECODE_MAGIC, Program, ProgramError, parse_module, program_from_module
+from shlo_env.search.options import add_arguments as add_search_arguments
+from shlo_env.search.options import from_args
+
+if TYPE_CHECKING:
+    from shlo_env.cache import Entry
+    from shlo_env.search.options import SearchOptions
+    from shlo_env.search.runner import ProgramResult
 
 _COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {".xz": lzma.compress, ".gz": gzip.compress, ".bz2": bz2.compress}
 
@@ -98,55 +111,121 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True,
                    help="where to write the optimized module: .mlirbc for bytecode, else text "
                         "(a .xz/.gz/.bz2 suffix compresses); - for stdout")
-    p.add_argument("--strategy", default="auto", help="a search strategy (default: auto, by decision-space size)")
-    p.add_argument("--budget", type=float, default=60.0, help="wall-clock budget in seconds (default 60)")
-    p.add_argument("--patterns", default=None,
-                   help="comma-separated pattern names (default: every value-preserving pattern)")
-    p.add_argument("--passes", action="store_true", help="also let the search disable XLA passes")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=None, help="per compile/run limit in the worker (s)")
     p.add_argument("--report", nargs="?", const="", default=None, metavar="PATH",
                    help="write the search's JSON report (default path: OUTPUT.report.json)")
     p.add_argument("--progress", action="store_true", help="a live progress line on stderr")
+    p.add_argument("--no-cache", action="store_true",
+                   help="search without the persistent cache of searches (neither read nor written)")
+    p.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="the cache directory (default: $SHLO_ENV_CACHE_DIR, else the user cache directory)")
+    p.set_defaults(_search_options=add_search_arguments(p))
 
 
 def run(args: argparse.Namespace) -> int:
+    from shlo_env import cache as search_cache
+    from shlo_env.optimize import store_search
     from shlo_env.search import strategies
-    from shlo_env.search.runner import SearchOptions, optimize_program
+    from shlo_env.search.runner import optimize_program
 
     def fail(message: str) -> int:
         print(f"shlo-env optimize: error: {message}", file=sys.stderr)
         return 2
 
-    if args.strategy != "auto" and args.strategy not in strategies():
-        return fail(f"unknown strategy {args.strategy!r}; known: auto, {', '.join(strategies())}")
-    if args.budget <= 0:
+    try:
+        options = from_args(args, args._search_options)
+    except (TypeError, ValueError) as e:
+        return fail(str(e))
+    if options.strategy != "auto" and options.strategy not in strategies():
+        return fail(f"unknown strategy {options.strategy!r}; known: auto, {', '.join(strategies())}")
+    if options.budget_s <= 0:
         return fail("--budget must be positive")
     report_path = args.report
     if report_path == "":
         if args.output == "-":
             return fail("--report needs a path when the output is stdout")
         report_path = args.output + ".report.json"
-    patterns = [n.strip() for n in args.patterns.split(",") if n.strip()] if args.patterns else None
     try:
         program = read_program(args.input)
-        if patterns is not None:
+        if options.patterns is not None:
             from shlo_env.patterns.base import resolve
 
-            resolve(patterns)
+            resolve(options.patterns)
     except (ProgramError, KeyError) as e:
         return fail(str(e).strip("'\""))
-    res = optimize_program(program, SearchOptions(patterns=patterns, strategy=args.strategy, budget_s=args.budget,
-                                                  passes=args.passes, seed=args.seed, timeout_s=args.timeout,
-                                                  name=program.name), progress=args.progress)
-    if res.status != "ok" or res.program is None:
-        return fail(res.error or "the search returned no program")
+    options = options.with_(name=options.name or program.name)
+    store = None if args.no_cache else search_cache.open_cache(args.cache_dir or True)
+    key = search_cache.search_key(program, options) if store is not None else None
+    entry = store.get(key) if store is not None and key is not None else None
+    res = _from_cache(program, entry, options) if entry is not None else None
+    cache = "hit" if res is not None else ""
+    if res is None:
+        res = optimize_program(program, options, progress=args.progress)
+        if res.status != "ok" or res.program is None:
+            return fail(res.error or "the search returned no program")
+        if store is not None and key is not None and store_search(store, _entry(key, res), res.name):
+            cache = "stored"
+    assert res.program is not None
     try:
         write_program(res.program, args.output)
     except OSError as e:
         return fail(f"cannot write {args.output}: {e}")
     if report_path:
-        record = {"input": args.input, "output": args.output, **res.record()}
+        record = {"input": args.input, "output": args.output, **res.record(), "cache": cache}
         Path(report_path).write_text(json.dumps(record, indent=2, default=str))
     print(str(res), file=sys.stderr)
+    if cache == "hit":
+        print("persistent cache: hit (searched in an earlier run, checked against the input module on a seeded "
+              "random input set)", file=sys.stderr)
     return 0
+
+
+def _entry(key: dict, res: ProgramResult) -> Entry:
+    """The cache entry of a finished search (the same entry `optimize` writes for a function)."""
+    from shlo_env.cache import Entry
+
+    kept = res.returned_original or res.program is None
+    return Entry(key=key, name=res.name, program=None if kept else res.program.text(),  # type: ignore[union-attr]
+                 actions=res.actions, numerics=res.numerics, optimized_hash="" if kept else res.best_hash,
+                 report=res.record())
+
+
+def _from_cache(program: Program, entry: Entry, options: SearchOptions) -> ProgramResult | None:
+    """The cached search as a result, after the check `optimize` makes of a hit (here against
+    the input module itself, compiled in this process); None (with a CacheWarning) if it fails."""
+    import warnings
+
+    from shlo_env import runtime
+    from shlo_env.cache import CacheWarning
+    from shlo_env.hashing import dag_hash
+    from shlo_env.optimize import check_cached
+    from shlo_env.search.runner import ProgramResult
+
+    try:
+        stored = dict(entry.report)
+        chosen = program
+        if entry.program is not None:
+            chosen = dataclasses.replace(program, module=parse_module(entry.program, what="cached program"),
+                                         applied=tuple(stored.get("applied") or ()))
+            if dag_hash(chosen) != entry.optimized_hash:
+                raise ValueError("the stored program does not match its hash")
+            original, optimized = runtime.compile(program), runtime.compile(chosen, entry.disabled_passes)
+            check_cached(program, entry.numerics, lambda flat: runtime.execute(original, flat),
+                         lambda flat: runtime.execute(optimized, flat))
+        fields = {f.name: f for f in dataclasses.fields(ProgramResult) if f.init}
+        names = set(fields)
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) and isinstance(fields[k].default, tuple) else v
+                                  for k, v in stored.items() if k in fields}
+        res = ProgramResult(**values)
+        if "disabled_passes" in stored and "disabled_passes" not in names:
+            res.disabled_passes = tuple(stored["disabled_passes"])  # the record's text form of the actions
+    except Exception as e:  # noqa: BLE001 - a bad entry means: search again
+        warnings.warn(f"shlo_env cache: ignoring the cached search of {program.name} ({type(e).__name__}: {e}); "
+                      f"searching again", CacheWarning, stacklevel=2)
+        return None
+    res.name = options.name or program.name
+    res.status, res.error, res.program = "ok", "", chosen
+    res.original_hash = dag_hash(program)
+    res.best_hash = res.original_hash if entry.program is None else entry.optimized_hash
+    res.returned_original = entry.program is None
+    res.candidates_evaluated, res.cache_hits, res.search_s, res.total_s = 0, 0, 0.0, 0.0
+    return res

@@ -16,6 +16,7 @@ import pytest
 import shlo_env as se
 from shlo_env import cache as search_cache
 from shlo_env.cli import main as cli_main
+from shlo_env.search.options import SearchOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -126,11 +127,11 @@ def test_cache_off_and_directory_choice(tmp_path, small, monkeypatch):
 
 def test_a_changed_option_is_another_key(small):
     program = se.lower(colsum, *small)
-    k1 = search_cache.search_key(program, options={"budget_s": 20})
-    assert k1 == search_cache.search_key(se.lower(colsum, *small), options={"budget_s": 20})
-    assert k1 != search_cache.search_key(program, options={"budget_s": 30})
-    assert k1 != search_cache.search_key(program, patterns=["reduce_through_dot"], options={"budget_s": 20})
-    assert k1 != search_cache.search_key(se.lower(colsum, small[0][:100], small[1]), options={"budget_s": 20})
+    k1 = search_cache.search_key(program, SearchOptions(budget_s=20))
+    assert k1 == search_cache.search_key(se.lower(colsum, *small), SearchOptions(budget_s=20))
+    assert k1 != search_cache.search_key(program, SearchOptions(budget_s=30))
+    assert k1 != search_cache.search_key(program, SearchOptions(patterns=["reduce_through_dot"], budget_s=20))
+    assert k1 != search_cache.search_key(se.lower(colsum, small[0][:100], small[1]), SearchOptions(budget_s=20))
 
 
 WRITER = textwrap.dedent("""

@@ -108,3 +108,32 @@ def test_bad_arguments(tmp_path, capsys, module_text):
     assert "no pattern named" in capsys.readouterr().err
     assert cli_main(["optimize", str(src), "-o", "-", "--report"]) == 2
     assert "--report needs a path" in capsys.readouterr().err
+
+
+def test_xla_options_and_the_search_cache(tmp_path, module_text, capsys):
+    """Every option `optimize` has (here `--xla-options`), and the cache `optimize` uses: a
+    second run is a hit (reported), writes the same module, and `--no-cache` searches again."""
+    src = tmp_path / "colsum.mlir"
+    src.write_text(module_text)
+    cache = tmp_path / "cache"
+    runs = []
+    for i in range(2):
+        out = tmp_path / f"out{i}.mlir"
+        assert cli_main(["optimize", str(src), "-o", str(out), "--xla-options", "--budget", "30",
+                         "--cache-dir", str(cache), "--report"]) == 0
+        runs.append((json.loads(Path(str(out) + ".report.json").read_text()), capsys.readouterr().err,
+                     out.read_text()))
+    (first, _, text1), (second, err2, text2) = runs
+    assert first["cache"] == "stored" and first["candidates_evaluated"] >= 1
+    assert second["cache"] == "hit" and second["candidates_evaluated"] == 0, second
+    assert "persistent cache: hit" in err2
+    assert text2 == text1 and second["applied"] == first["applied"]
+    assert second["disabled_passes"] == first["disabled_passes"]
+    assert_same_function(se.load(src), se.load(text2))
+    assert len(list((cache / "searches").glob("*.json"))) == 1
+    out = tmp_path / "uncached.mlir"
+    assert cli_main(["optimize", str(src), "-o", str(out), "--xla-options", "--budget", "30",
+                     "--cache-dir", str(cache), "--no-cache", "--report"]) == 0
+    uncached = json.loads(Path(str(out) + ".report.json").read_text())
+    assert uncached["cache"] == "" and uncached["candidates_evaluated"] >= 1
+    assert len(list((cache / "searches").glob("*.json"))) == 1

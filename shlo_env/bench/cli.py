@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from shlo_env.bench.options import DEFAULT_STRATEGY, QUICK_BUDGET_S, QUICK_SUITE, BenchError, SweepOptions
+from shlo_env.bench.options import (DEFAULT_STRATEGY, QUICK_BUDGET_S, QUICK_SUITE, SEARCH_FIELDS, BenchError,
+                                    SweepOptions)
 from shlo_env.bench.report import IMPROVED_HEADER, TABLE_HEADER, format_table, header_lines, improved_rows, table_rows
 from shlo_env.bench.sweep import sweep
+from shlo_env.search.options import add_arguments as add_search_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,8 +23,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strategy", nargs="+", default=[DEFAULT_STRATEGY], metavar="NAME",
                         help="search strategies (several allowed): auto or a name from shlo_env.search "
                              "(pick-first, exhaustive, random, beam, mcts, cost-model); default auto")
-    parser.add_argument("--budget", type=float, default=None,
-                        help=f"seconds per program and strategy (default {QUICK_BUDGET_S:g})")
     parser.add_argument("--workers", type=int, default=None,
                         help="parallel workers: local processes (default 1) or Ray actors (default one per "
                              "CPU of the Ray cluster); timings are serialized per device either way")
@@ -32,36 +32,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Ray cluster to join ('auto', 'ray://host:10001'); default: start a local Ray")
     parser.add_argument("--db", default=None, help="results database (default ./results/shlo_env.sqlite)")
     parser.add_argument("--out", default="results", help="directory for the reports (default ./results)")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--noise-profile", action="store_true",
                         help="measure this machine's noise profile again before the sweep")
     parser.add_argument("--noise-repeats", type=int, default=None, help="self-timings per profile program")
     parser.add_argument("--retry-errors", action="store_true", help="run failed measurements again")
-    parser.add_argument("--passes", action="store_true", help="let the search disable XLA passes (macro actions)")
-    parser.add_argument("--xla-options", nargs="?", const=True, default=False, metavar="approx",
-                        help="let the search set XLA compile options (shlo_env.xla_options); "
-                             "'--xla-options approx' adds fast math (APPROX tier)")
-    parser.add_argument("--max-steps", type=int, default=6)
-    parser.add_argument("--num-random", type=int, default=3, help="random input sets for verification")
-    parser.add_argument("--min-gain", type=float, default=0.03)
-    parser.add_argument("--timeout", type=float, default=None, help="seconds per compile/run in the worker")
     parser.add_argument("--peak-flops", type=float, default=None, help="device peak flops/s for the roofline")
     parser.add_argument("--peak-bandwidth", type=float, default=None, help="device peak bytes/s for the roofline")
     parser.add_argument("--examples", nargs="*", default=None, metavar="NAME",
                         help="with the examples dataset: only these examples")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-plot", action="store_true", help="no PNG")
+    # the search's flags, as `SearchOptions` declares them (the strategies are --strategy above)
+    add_search_arguments(parser, SEARCH_FIELDS, defaults={"budget_s": None}, helps={
+        "budget_s": f"seconds per program and strategy (default {QUICK_BUDGET_S:g})",
+        "seed": "seed of the random input sets, of the strategies and of the sample of --limit programs"})
 
 
 def options_from_args(args: argparse.Namespace) -> SweepOptions:
+    search = {name: getattr(args, name) for name in SEARCH_FIELDS}
+    search["budget_s"] = search["budget_s"] or QUICK_BUDGET_S
     return SweepOptions(
-        budget_s=args.budget or QUICK_BUDGET_S, limit=args.limit, seed=args.seed, workers=args.workers,
+        **search, limit=args.limit, workers=args.workers,
         executor=args.executor, ray_address=args.ray_address, db_path=args.db, out=args.out,
         retry_errors=args.retry_errors, noise_profile=args.noise_profile, noise_repeats=args.noise_repeats,
-        max_steps=args.max_steps, num_random=args.num_random, min_gain=args.min_gain, passes=args.passes,
-        xla_options=args.xla_options, timeout_s=args.timeout, peak_flops=args.peak_flops,
-        peak_bandwidth=args.peak_bandwidth, examples_only=args.examples, progress=not args.no_progress,
-        plot=not args.no_plot)
+        peak_flops=args.peak_flops, peak_bandwidth=args.peak_bandwidth, examples_only=args.examples,
+        progress=not args.no_progress, plot=not args.no_plot)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,6 +7,8 @@ import os
 from collections.abc import Sequence
 from typing import Literal
 
+from shlo_env.search.options import SearchOptions, option_fields
+
 QUICK_SUITE = ("examples", "corpus")
 QUICK_BUDGET_S = 8.0
 DEFAULT_STRATEGY = "auto"
@@ -21,8 +23,9 @@ class BenchError(ValueError):
 class SweepOptions:
     """How a sweep runs; `shlo-env bench` fills one from its flags (same names, same defaults)."""
 
-    # the search of each (program, strategy): keyword arguments of `optimize_program`, and part
-    # of a measurement's key in the results database (change one: that program is measured again)
+    # the search of each (program, strategy): `SearchOptions` fields (same names, types and
+    # defaults but the quick budget; `SEARCH_FIELDS`, checked by tests/test_search_options.py),
+    # and part of a measurement's key in the results database (change one: measured again)
     budget_s: float = QUICK_BUDGET_S
     seed: int = 0  # also seeds the sample of `limit` programs
     max_steps: int = 6
@@ -50,3 +53,12 @@ class SweepOptions:
     out: str | os.PathLike | Literal[False] | None = None  # None: ./results; False: no report files
     plot: bool = True
     progress: bool = True
+
+    def search_options(self, **fields) -> SearchOptions:
+        """The `SearchOptions` of this sweep's searches (its `SEARCH_FIELDS`), with `fields`."""
+        return SearchOptions(**{name: getattr(self, name) for name in SEARCH_FIELDS}).with_(**fields)
+
+
+# the fields of a sweep that are search options (`shlo-env bench` generates their flags)
+SEARCH_FIELDS = tuple(f.name for f in dataclasses.fields(SweepOptions)
+                      if f.name in {o.name for o in option_fields()})

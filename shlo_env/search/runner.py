@@ -232,59 +232,7 @@ def _timing(t) -> dict:
     return {"full": t.full, "async": t.async_, "compute": t.compute, "runs": t.runs}
 
 
-@dataclasses.dataclass(frozen=True)
-class SearchOptions:
-    """What `optimize_program` searches and how: everything but the live objects (the worker,
-    the device lock, the progress line), so one value can be stored, compared and sent to a
-    sweep's workers.
-
-    Attributes:
-      patterns: Pattern classes/instances/names (default: every value-preserving pattern).
-      strategy: a name from `shlo_env.search.strategies()`, or "auto" (by decision-space size).
-      strategy_options: keyword options for the strategy (e.g. {"alpha": 1.0} for beam).
-      budget_s: wall-clock budget, split as `budget()` says (`shlo_env.timing.Budget`): the
-        search stops at `Budget.search` of it, no worker request runs past `Budget.hard`;
-        confirmation and the final measurement follow.
-      max_steps: augment-decide-apply rounds a strategy may take.
-      num_random, seed: the seeded random input sets every candidate is verified on (besides
-        the program's example inputs).
-      min_gain: the smallest speedup worth taking (raised to twice the measured noise).
-      threshold: an external acceptance threshold: a ratio, or a `shlo_env.noise_model.NoiseModel`
-        (the machine's noise profile), whose "faster" threshold at the original's runtime is
-        used; the stricter of it and the per-program one is used.
-      timeout_s: per request limit of the worker this call starts (None: SHLO_ENV_TIMEOUT_S).
-      passes / xla_options: XLA passes the search may disable and compile options it may set
-        (`shlo_env.search.passes`, `shlo_env.xla_options`); both are toggles of one action tuple.
-      confirm: re-time the best candidate before accepting it (always, whatever time is left).
-      final_timing: measure the returned program once more for the report (see module doc).
-      cost: record XLA's cost analysis (flops, bytes) of the original and the returned program.
-      timing: how each side-by-side measurement is taken (`shlo_env.timing.SEARCH`).
-      name: the name in the result (default: the program's).
-    """
-
-    patterns: object = None
-    strategy: str | Strategy = "auto"
-    strategy_options: dict | None = None
-    budget_s: float = 60.0
-    max_steps: int = 6
-    num_random: int = 3
-    seed: int = 0
-    min_gain: float = 0.03
-    threshold: float | NoiseModel | None = None
-    timeout_s: float | None = None
-    passes: bool | Sequence[str] = False
-    xla_options: bool | str | Sequence[str] = False
-    confirm: bool = True
-    final_timing: bool = True
-    cost: bool = True
-    timing: TimingPolicy = SEARCH
-    name: str | None = None
-
-    def budget(self) -> Budget:
-        return Budget(self.budget_s)
-
-    def with_(self, **changes) -> "SearchOptions":
-        return dataclasses.replace(self, **changes)
+from shlo_env.search.options import SearchOptions  # noqa: E402 - declared once there (issue 29)
 
 
 def optimize_program(program: Program, options: SearchOptions = SearchOptions(), *, worker: Runner | None = None,

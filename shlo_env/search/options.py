@@ -1,0 +1,267 @@
+"""`SearchOptions`: what a search searches and how, declared once (issue 29).
+
+`optimize`, `shlo_env.jit`, `shlo-env optimize` and `shlo-env bench` take these options; each
+field is declared here once, with `about(...)` metadata that says
+
+- `doc`: what it does (the command-line help and the class docstring are made from it);
+- `result`: whether it changes what the search returns. The persistent cache key of a search
+  (`shlo_env.cache.search_key`) is `SearchOptions.result_key()`, made from exactly these
+  fields, so a new result-changing option cannot be left out of the key;
+- `flag` (and argparse settings): its command-line flag; `add_arguments` / `from_args` build
+  a command's flags from the declarations, with the field name as argparse `dest`;
+- `key`: how its value is written into the cache key (default: a plain JSON form).
+
+    opts = SearchOptions(strategy="beam", budget_s=30)
+    opts.with_(seed=1)                       # unknown names: TypeError naming the known ones
+    options_from(opts, {"budgte_s": 3}, where="optimize")  # TypeError: did you mean 'budget_s'?
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import enum
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from shlo_env.noise_model import NoiseModel
+from shlo_env.search.base import Strategy
+from shlo_env.timing import SEARCH, Budget, TimingPolicy
+
+
+@dataclasses.dataclass(frozen=True)
+class About:
+    """The declaration of one option besides its type and default."""
+
+    doc: str
+    result: bool  # changes what the search returns: part of the cache key
+    flag: str | None = None  # command-line flag; None: not offered on the command line
+    cli: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # more argparse settings
+    key: Callable[[Any], Any] | None = None  # the value's form in the cache key (None: `plain`)
+
+
+def about(doc: str, *, result: bool, flag: str | None = None, key: Callable[[Any], Any] | None = None,
+          **cli: Any) -> dict:
+    """A field's metadata: `field(default=..., metadata=about("...", result=True, flag="--x"))`."""
+    return {"about": About(doc, result, flag, dict(cli), key)}
+
+
+def plain(x: Any) -> Any:
+    """`x` as JSON data, for a cache key: containers, dataclasses and enums by value; any other
+    object by its class and repr (an object whose repr names its address only ever misses)."""
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    if isinstance(x, enum.Enum):
+        return f"{type(x).__qualname__}.{x.name}"
+    if isinstance(x, Mapping):
+        return {str(k): plain(v) for k, v in sorted(x.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(x, (list, tuple)):
+        return [plain(v) for v in x]
+    if isinstance(x, (set, frozenset)):
+        return sorted((plain(v) for v in x), key=lambda v: json.dumps(v, sort_keys=True))
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return {"type": type(x).__qualname__,
+                **{f.name: plain(getattr(x, f.name)) for f in dataclasses.fields(x)}}
+    return {"type": f"{type(x).__module__}.{type(x).__qualname__}", "repr": repr(x)}
+
+
+def _pattern_key(patterns) -> str:
+    from shlo_env.cache import pattern_identity
+
+    return pattern_identity(patterns)
+
+
+def _strategy_key(strategy) -> Any:
+    return strategy if isinstance(strategy, str) else plain(strategy)
+
+
+def _passes_key(passes) -> list:
+    from shlo_env.search import passes as pass_actions
+
+    return plain(list(pass_actions.resolve(passes)))
+
+
+def _xla_options_key(xla_options) -> list:
+    from shlo_env import xla_options as option_actions
+
+    return plain(list(option_actions.resolve(xla_options)))
+
+
+def _names(text: str) -> list[str]:
+    """A comma-separated command-line list."""
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    return value
+
+
+_json_object.__name__ = "JSON object"  # argparse's "invalid JSON object value: ..."
+_names.__name__ = "comma-separated list"
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchOptions:
+    """What a search searches and how: everything but the live objects (the worker, the device
+    lock, the progress line), so one value can be stored, compared and sent to a sweep's
+    workers. The fields, with their documentation, are listed below (made from the
+    declarations: `about`)."""
+
+    patterns: object = dataclasses.field(default=None, metadata=about(
+        "Pattern classes/instances/names (default: every value-preserving pattern).",
+        result=True, flag="--patterns", key=_pattern_key, type=_names, metavar="NAME,NAME"))
+    strategy: str | Strategy = dataclasses.field(default="auto", metadata=about(
+        "a name from `shlo_env.search.strategies()`, or \"auto\" (by decision-space size: exhaustive "
+        "when small, beam search, factorized MCTS when large).",
+        result=True, flag="--strategy", key=_strategy_key))
+    strategy_options: dict | None = dataclasses.field(default=None, metadata=about(
+        "keyword options for the strategy (e.g. {\"alpha\": 1.0} for beam; a JSON object on the "
+        "command line).", result=True, flag="--strategy-options", type=_json_object, metavar="JSON"))
+    budget_s: float = dataclasses.field(default=60.0, metadata=about(
+        "wall-clock budget in seconds, split as `shlo_env.timing.Budget` says: the search stops at "
+        "`Budget.search` of it, no worker request runs past `Budget.hard`; confirmation and the "
+        "final measurement follow.", result=True, flag="--budget", type=float, metavar="SECONDS"))
+    max_steps: int = dataclasses.field(default=6, metadata=about(
+        "augment-decide-apply rounds a strategy may take.", result=True, flag="--max-steps", type=int))
+    num_random: int = dataclasses.field(default=3, metadata=about(
+        "seeded random input sets every candidate is verified on, besides the example inputs.",
+        result=True, flag="--num-random", type=int))
+    seed: int = dataclasses.field(default=0, metadata=about(
+        "seed of the random input sets and of the strategy.", result=True, flag="--seed", type=int))
+    min_gain: float = dataclasses.field(default=0.03, metadata=about(
+        "the smallest speedup worth taking (raised to twice the measured noise).",
+        result=True, flag="--min-gain", type=float))
+    threshold: float | NoiseModel | None = dataclasses.field(default=None, metadata=about(
+        "an external acceptance threshold: a ratio, or a `shlo_env.noise_model.NoiseModel` (the "
+        "machine's noise profile) whose \"faster\" threshold at the original's runtime is used; "
+        "the stricter of it and the per-program one applies.",
+        result=True, flag="--threshold", type=float, metavar="RATIO"))
+    timeout_s: float | None = dataclasses.field(default=None, metadata=about(
+        "per compile/run limit in the worker, in seconds (a hang costs one candidate; default "
+        "SHLO_ENV_TIMEOUT_S).", result=False, flag="--timeout", type=float, metavar="SECONDS"))
+    passes: bool | Sequence[str] = dataclasses.field(default=False, metadata=about(
+        "also let the search disable XLA passes: True for the platform's candidates "
+        "(`shlo_env.search.passes.candidate_passes()`), or a list of pass names.",
+        result=True, flag="--passes", key=_passes_key, action="store_true"))
+    xla_options: bool | str | Sequence[str] = dataclasses.field(default=False, metadata=about(
+        "also let the search set XLA compile options: True for the platform's value-preserving ones "
+        "(`shlo_env.xla_options`), \"approx\" to add fast math (APPROX tier, looser verification), or "
+        "a list of `name=value` tokens. The result compiles with the chosen options.",
+        result=True, flag="--xla-options", key=_xla_options_key, nargs="?", const=True,
+        metavar="approx|NAME=VALUE,..."))
+    confirm: bool = dataclasses.field(default=True, metadata=about(
+        "re-time the best candidate before accepting it (always, whatever time is left).",
+        result=True, flag="--no-confirm", action="store_false"))
+    final_timing: bool = dataclasses.field(default=True, metadata=about(
+        "measure the returned program once more for the report (`optimize` measures its callable "
+        "in-process instead).", result=False, flag="--no-final-timing", action="store_false"))
+    cost: bool = dataclasses.field(default=True, metadata=about(
+        "record XLA's cost analysis (flops, bytes) of the original and the returned program.",
+        result=False, flag="--no-cost", action="store_false"))
+    timing: TimingPolicy = dataclasses.field(default=SEARCH, metadata=about(
+        "how each side-by-side measurement is taken (`shlo_env.timing.TimingPolicy`).", result=True))
+    name: str | None = dataclasses.field(default=None, metadata=about(
+        "the name in the result (default: the program's or the function's).", result=False, flag="--name"))
+
+    def budget(self) -> Budget:
+        return Budget(self.budget_s)
+
+    def with_(self, **changes) -> "SearchOptions":
+        """A copy with `changes` (checked: an unknown name is a TypeError naming the known ones)."""
+        return options_from(self, changes, where="SearchOptions.with_")
+
+    def result_key(self) -> dict:
+        """The result-changing fields in their cache-key form (`shlo_env.cache.search_key`)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            a = declaration(f)
+            if a.result:
+                value = getattr(self, f.name)
+                out[f.name] = (a.key or plain)(value)
+        return json.loads(json.dumps(out, sort_keys=True, default=str))
+
+
+def declaration(f: dataclasses.Field) -> About:
+    return f.metadata["about"]
+
+
+def option_fields() -> tuple[dataclasses.Field, ...]:
+    return dataclasses.fields(SearchOptions)
+
+
+def result_fields() -> tuple[str, ...]:
+    """The names of the fields that change what a search returns (the cache key's fields)."""
+    return tuple(f.name for f in option_fields() if declaration(f).result)
+
+
+def options_from(base: SearchOptions | None, fields: Mapping[str, Any], *, where: str) -> SearchOptions:
+    """`base` (default `SearchOptions()`) with `fields` replaced; an unknown name is a TypeError
+    that says which call got it and what the options are."""
+    base = base if base is not None else SearchOptions()
+    known = [f.name for f in option_fields()]
+    unknown = [k for k in fields if k not in known]
+    if unknown:
+        hints = []
+        for k in unknown:
+            close = difflib.get_close_matches(k, known, n=1)
+            hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise TypeError(f"{where}() got unknown search option{'s' if len(unknown) > 1 else ''} "
+                        f"{', '.join(hints)}; the options are: {', '.join(known)}")
+    return dataclasses.replace(base, **fields) if fields else base
+
+
+def _doc() -> str:
+    lines = [(SearchOptions.__doc__ or "").rstrip(), "", "Attributes:"]
+    for f in option_fields():
+        a = declaration(f)
+        tags = ("changes the result (cache key)" if a.result else "does not change the result") + (
+            f"; {a.flag}" if a.flag else "")
+        lines.append(f"  {f.name}: {a.doc} [{tags}]")
+    return "\n".join(lines)
+
+
+SearchOptions.__doc__ = _doc()
+
+
+# --- command-line flags -------------------------------------------------------------------------
+
+def add_arguments(parser, names: Iterable[str] | None = None, *, defaults: Mapping[str, Any] | None = None,
+                  helps: Mapping[str, str] | None = None, group_title: str | None = "search options") -> list[str]:
+    """Add the flags of the options `names` (default: every option that has a flag) to
+    `parser`, with the option's name as `dest`, its default (or `defaults[name]`) and its doc
+    as help (or `helps[name]`). Returns the names added (for `from_args`)."""
+    wanted = None if names is None else list(names)
+    by_name = {f.name: f for f in option_fields()}
+    if wanted is not None:
+        missing = [n for n in wanted if n not in by_name or declaration(by_name[n]).flag is None]
+        if missing:
+            raise ValueError(f"no command-line flag for search option(s) {missing}")
+    target = parser.add_argument_group(group_title) if group_title else parser
+    added = []
+    for f in option_fields():
+        a = declaration(f)
+        if a.flag is None or (wanted is not None and f.name not in wanted):
+            continue
+        default = (defaults or {}).get(f.name, f.default)
+        text = (helps or {}).get(f.name, a.doc)
+        if a.cli.get("action") not in ("store_true", "store_false") and default not in (None, False):
+            text += f" (default {default})"
+        target.add_argument(a.flag, dest=f.name, default=default, help=text.replace("%", "%%"), **a.cli)
+        added.append(f.name)
+    return added
+
+
+def from_args(args, names: Iterable[str], base: SearchOptions | None = None) -> SearchOptions:
+    """`base` with the values of the flags `names` (as `add_arguments` added them) from `args`."""
+    return options_from(base, {n: getattr(args, n) for n in names}, where="from_args")
+
+
+__all__ = ["About", "SearchOptions", "about", "add_arguments", "declaration", "from_args", "option_fields",
+           "options_from", "plain", "result_fields"]
