@@ -331,12 +331,13 @@ class Index:
         the word size; no walk per query. A path the index cannot see (a use nested two
         regions deep) is missed: a query is then not reported, never wrongly reported.
         """
-        seeds: dict[int, int] = {}  # op -> the queries it is a source of
-        checks: dict[int, list[int]] = {}  # op -> the queries it is a target of
+        seeds: dict[int, int] = {}  # op -> the queries it is a source of (as bits)
+        checks: dict[int, list[int]] = {}  # op -> the queries it is a target of (bit numbers)
         last: dict[int, list[int]] = {}  # op -> the queries whose last target it is
         spans: dict[int, list[int]] = {}  # block -> [first position, last position] to visit
+        asked: list[int] = []  # bit number -> query number (only queries a path could answer)
         pos, block = self.pos, self.block
-        for q, (sources, targets) in enumerate(queries):
+        for n, (sources, targets) in enumerate(queries):
             if not sources:
                 continue
             first = min(pos[s] for s in sources)
@@ -344,6 +345,8 @@ class Index:
             if not later:
                 continue
             b = block[sources[0]]
+            q = len(asked)
+            asked.append(n)
             bit = 1 << q
             for s in sources:
                 seeds[s] = seeds.get(s, 0) | bit
@@ -364,12 +367,12 @@ class Index:
                     o = owner[v]
                     if o != _OUTSIDE and block[o] == b:
                         got |= reads.get(o, 0) | seeds.get(o, 0)
-                got &= ~done
                 if got:
+                    got &= ~done
                     reads[i] = got
                 for q in checks.get(i, ()):
                     if got >> q & 1:
-                        found.add(q)
+                        found.add(asked[q])
                 for q in last.get(i, ()):
                     done |= 1 << q
         return found
