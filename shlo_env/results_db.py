@@ -96,7 +96,7 @@ CREATE INDEX IF NOT EXISTS measurements_by_sweep ON measurements (dataset, strat
 """
 
 # columns added after a table was first released: added to an older database when it is opened
-ADDED_COLUMNS = {"measurements": (("untimed", "TEXT"),)}
+ADDED_COLUMNS = {"measurements": (("untimed", "TEXT"), ("peak_rss_mb", "REAL"))}
 
 KEY_FIELDS = ("dataset", "uri", "program_hash", "strategy", "config_key", "env_id")
 
@@ -420,7 +420,7 @@ def measurement_row(result: dict, *, dataset: str, uri: str, strategy: str, conf
         "decision_space": _num(result.get("decision_space")), "num_alternatives": result.get("num_alternatives"),
         "strategy_info": _j(result.get("strategy_info")),
         "search_s": _num(result.get("search_s")), "total_s": _num(result.get("total_s")),
-        "executor": executor, "sweep_id": sweep_id, "worker": worker,
+        "peak_rss_mb": _num(result.get("peak_rss_mb")), "executor": executor, "sweep_id": sweep_id, "worker": worker,
         "started_at": started_at, "finished_at": finished_at,
     }
 

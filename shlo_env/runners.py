@@ -69,6 +69,10 @@ class Runner(Protocol):
         """Register (or replace) the input set `key`."""
         ...
 
+    def drop_inputs(self, keys: Sequence[str]) -> None:
+        """Forget the input sets `keys` and what was computed on them (a search ended)."""
+        ...
+
     def run(self, text: str, input_key: str, disabled_passes: Sequence[str] = (),
             timeout_s: float | None = None) -> Arrays:
         """Compile `text` and run it once on input set `input_key`; the outputs as numpy arrays."""
@@ -127,6 +131,13 @@ class InProcess:
         for k in [k for k in self._references if k[1] == key]:
             del self._references[k]  # computed on the arrays this key held before
 
+    def drop_inputs(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            self._inputs.pop(key, None)
+            self._on_device.pop(key, None)
+        for k in [k for k in self._references if k[1] in set(keys)]:
+            del self._references[k]
+
     def _host(self, key: str) -> Arrays:
         if key not in self._inputs:
             raise KeyError(f"no input set {key!r}; call set_inputs first")
@@ -179,7 +190,7 @@ class InProcess:
 
 # The requests a `Worker` sends to its child, each answered by the `InProcess` method of that
 # name (arguments as the method takes them; the worker never sends a timeout_s).
-COMMANDS = frozenset({"set_inputs", "run", "reference", "time_each", "cost", "optimized_hlo"})
+COMMANDS = frozenset({"set_inputs", "drop_inputs", "run", "reference", "time_each", "cost", "optimized_hlo"})
 
 
 def _guard(fn):

@@ -22,6 +22,12 @@ The `Verifier` is the one place that decides the sets: the evaluator times on it
 `optimize` checks the winner on it; `optimize`'s check of a cached result redraws its one
 random set the same way (`finite_redraw`).
 
+Memory: the sets, the original's outputs on them and its float64 references are what a search
+of a large model holds (a 136M-parameter model: about 0.5 GB per input set, in this process and
+again in the worker). `memory_allowance(budget_s)` bounds them, and `random_sets_within` cuts
+the number of random sets to fit (at least one); `Verifier.release` frees them, and the
+worker's copies, when the search ends.
+
 The search's `Evaluator` and `Env.is_equivalent` use a `Verifier`. `optimize`'s in-process
 checks and `shlo_env.testing` (a pattern author's property tests, on the reference interpreter
 and stricter: an EXACT rewrite must be bitwise equal) apply the same rules of
@@ -46,6 +52,41 @@ Outputs = list[np.ndarray]
 # it: smaller first (exponentials, squares, growing recurrences overflow), then larger (a
 # singularity at zero: the 1/r^12 of two Lennard-Jones particles drawn close together).
 RETRY_SCALES = (0.1, 0.01, 10.0)
+
+# Bytes of input sets and the original's outputs (float64 references included) one search may
+# hold: MEMORY_PER_BUDGET_S per second of budget, within [MEMORY_FLOOR, MEMORY_CAP]. Corpus
+# programs hold kilobytes; only large models are cut.
+MEMORY_PER_BUDGET_S = 32 << 20
+MEMORY_FLOOR = 256 << 20
+MEMORY_CAP = 2 << 30
+
+
+def memory_allowance(budget_s: float | None) -> int:
+    """Bytes of verification data a search with `budget_s` seconds may hold (None: the cap)."""
+    if budget_s is None or not budget_s > 0:
+        return MEMORY_CAP
+    return int(min(MEMORY_CAP, max(MEMORY_FLOOR, budget_s * MEMORY_PER_BUDGET_S)))
+
+
+def _nbytes(specs) -> int:
+    return sum(int(np.prod(s.shape, dtype=np.int64)) * np.dtype(s.dtype).itemsize for s in specs)
+
+
+def set_bytes(program: Program) -> int:
+    """What one input set costs a search: its arrays twice (here and in the worker), the
+    original's outputs on it, and two float64 versions of them (reference and sensitivity)."""
+    out = _nbytes(program.out_specs)
+    return 2 * _nbytes(program.in_specs) + out + 2 * 2 * out
+
+
+def random_sets_within(program: Program, num_random: int, max_bytes: int | None) -> int:
+    """How many of `num_random` random sets fit in `max_bytes` beside the example inputs (if
+    any): at least one, so every candidate still meets a random set."""
+    if max_bytes is None or num_random <= 1:
+        return num_random
+    per_set = max(1, set_bytes(program))
+    examples = 1 if program.example_args is not None else 0
+    return max(1, min(num_random, max_bytes // per_set - examples))
 
 
 def all_finite(outputs: Outputs) -> bool:
@@ -95,11 +136,16 @@ class Verifier:
     since they decide the sets.
 
     `disabled_passes` apply when running the original; `timeout` gives the `timeout_s` of each
-    runner request (None: the runner's own).
+    runner request (None: the runner's own). `max_bytes` bounds the memory the sets take
+    (`random_sets_within`: fewer random sets for a large program; None: no bound).
+    `release()` frees the sets and the original's outputs, here and in the runner.
     """
 
     def __init__(self, original: Program, runner: Runner, *, num_random: int = 3, seed: int = 0,
-                 disabled_passes: tuple[str, ...] = (), timeout: Callable[[], float | None] = lambda: None):
+                 disabled_passes: tuple[str, ...] = (), timeout: Callable[[], float | None] = lambda: None,
+                 max_bytes: int | None = None):
+        num_random = random_sets_within(original, num_random, max_bytes)
+        self.num_random = num_random
         self.original = original
         self.runner = runner
         self.disabled_passes = disabled_passes
@@ -185,6 +231,15 @@ class Verifier:
     def sensitivities(self) -> list:
         return [self.sensitivity(i) for i in range(len(self.keys))]
 
+    def release(self) -> None:
+        """Free the input sets, the original's outputs and references, here and in the runner
+        (a warm worker serves the next search; what this one verified on is not needed there).
+        The verifier is not used afterwards."""
+        drop = getattr(self.runner, "drop_inputs", None)
+        if drop is not None:
+            drop(list(self._keys))
+        self._sets, self._originals, self._references, self._sensitivities = [], [], [], []
+
     def check(self, text: str, disabled_passes: Sequence[str], claimed: Numerics | str) -> Comparison:
         """Run the program `text` (compiled with `disabled_passes`) on every input set and
         compare it with the original (`escalate`). Raises `CandidateError` if it cannot run."""
@@ -193,4 +248,5 @@ class Verifier:
         return escalate(outputs, originals, claimed, self.references, self.sensitivities)
 
 
-__all__ = ["RETRY_SCALES", "Verifier", "all_finite", "escalate"]
+__all__ = ["RETRY_SCALES", "Verifier", "all_finite", "escalate", "memory_allowance", "random_sets_within",
+           "set_bytes"]

@@ -74,3 +74,16 @@ def test_strategies_keep_their_options_to_themselves(multi_program):
     for name in ("learned", "cost-model"):
         s = get_strategy(name, screen_options=False, hot_first=False)
         assert not s.screen_options and not s.hot_first
+
+
+def test_a_search_records_its_peak_memory_for_the_bench_csv(multi_program):
+    from shlo_env.bench.report import CSV_COLUMNS, csv_row
+    from shlo_env.runners import InProcess
+    from shlo_env.search.runner import SearchOptions, optimize_program
+
+    res = optimize_program(multi_program, SearchOptions(strategy="pick-first", budget_s=4, cost=False),
+                           worker=InProcess())
+    rec = res.record()
+    assert rec["peak_rss_mb"] is not None and rec["peak_rss_mb"] > 10
+    assert rec["disabled_passes"] == [] and "actions" not in rec  # the database's text column
+    assert "peak_rss_mb" in CSV_COLUMNS and csv_row(rec)["peak_rss_mb"] == rec["peak_rss_mb"]

@@ -47,3 +47,45 @@ def test_env_is_equivalent_goes_through_its_verifier():
     assert env.is_equivalent().ok
     assert not env.is_equivalent(different).ok
     assert env.verifier() is env.verifier()  # the original's outputs are computed once
+
+
+# --- bounded memory (issue 30 item 7) -----------------------------------------------------------
+
+def test_input_sets_scale_with_the_budget_and_the_program_size():
+    import jax
+
+    from shlo_env.verify import MEMORY_CAP, MEMORY_FLOOR, memory_allowance, random_sets_within, set_bytes
+
+    assert memory_allowance(1.0) == MEMORY_FLOOR and memory_allowance(1e6) == MEMORY_CAP
+    assert memory_allowance(8.0) < memory_allowance(30.0) <= memory_allowance(60.0)
+    small, _, _ = _programs()
+    assert random_sets_within(small, 3, memory_allowance(8.0)) == 3  # kilobytes: nothing is cut
+    big = se.lower(lambda w: (w * 2.0).sum(), jax.ShapeDtypeStruct((64 << 20,), np.float32))  # 256 MiB
+    assert set_bytes(big) >= 2 * (256 << 20)
+    assert random_sets_within(big, 3, memory_allowance(8.0)) == 1  # at least one random set
+    assert random_sets_within(big, 3, 4 * set_bytes(big)) == 3
+    assert Verifier(big, InProcess(), num_random=3, max_bytes=memory_allowance(8.0)).num_input_sets == 1
+
+
+def test_a_released_verifier_frees_its_sets_in_the_runner():
+    original, same, _ = _programs()
+    runner = InProcess()
+    v = Verifier(original, runner, num_random=2)
+    assert v.check(same.text(), (), Numerics.EXACT).ok
+    keys = list(v.keys)
+    assert all(k in runner._inputs for k in keys)
+    v.release()
+    assert not any(k in runner._inputs for k in keys) and not runner._references
+
+
+def test_peak_memory_is_read_and_reset():
+    from shlo_env import memory
+
+    before = memory.peak_bytes()
+    assert before is not None and before > 0
+    block = np.ones(64 << 20, np.uint8)  # 64 MiB touched
+    assert memory.peak_bytes() >= before
+    del block
+    if memory.reset_peak():
+        assert memory.peak_bytes() < before + (64 << 20)
+    assert memory.peak_mb([None]) > 0

@@ -155,7 +155,8 @@ CSV_COLUMNS = ("dataset", "uri", "name", "strategy", "strategy_used", "status", 
                "baseline_compute_ms", "best_compute_ms", "identical", "returned_original", "applied",
                "disabled_passes", "decisions", "numerics", "noise", "threshold", "faster_threshold",
                "slower_threshold", "flops_best", "bytes_best", "roofline_floor_ms", "t_over_floor",
-               "candidates", "cache_hits", "untimed", "decision_space", "search_s", "total_s", "program_hash", "best_hash",
+               "candidates", "cache_hits", "untimed", "decision_space", "search_s", "total_s", "peak_rss_mb",
+               "program_hash", "best_hash",
                "error", "reason", "env_id", "machine", "jax", "jaxlib", "finished_at")
 
 

@@ -222,12 +222,16 @@ class Evaluator:
     `hard_deadline` (a `time.perf_counter()` value) bounds how long any one worker request may
     take: a request still running then is abandoned (the worker is restarted) and its state
     is not cached, so a budget is honored even when one compile is slow.
+
+    `max_bytes` bounds the verification data (`shlo_env.verify.memory_allowance`: fewer random
+    input sets for a large program). `close()` frees the input sets and the original's
+    references, here and in the worker.
     """
 
     def __init__(self, original: Program, *, worker: Runner | None = None, num_random: int = 3,
                  seed: int = 0, timing: TimingPolicy = SEARCH,
                  disabled_passes: Sequence[str | Action] = (), hard_deadline: float | None = None,
-                 reuse_executables: bool = True):
+                 reuse_executables: bool = True, max_bytes: int | None = None):
         from shlo_env.worker import Worker
 
         self.original = original
@@ -247,7 +251,7 @@ class Evaluator:
         self._original_fingerprint_done = False
         self.baseline_text = original.text()
         self.verifier = Verifier(original, self.worker, num_random=num_random, seed=seed,
-                                 disabled_passes=self.disabled_passes, timeout=self._timeout)
+                                 disabled_passes=self.disabled_passes, timeout=self._timeout, max_bytes=max_bytes)
         self.baseline_s = float("nan")
         self.noise = float("nan")
         # The baseline: exact by definition, and its ratio 1.0 needs no second timing.
@@ -278,7 +282,7 @@ class Evaluator:
         left = self.hard_deadline - time.perf_counter()
         return max(0.5, min(self.worker.timeout_s or left, left))
 
-    def _passes(self, passes: Sequence[str | Action] = ()) -> tuple[str, ...]:
+    def compile_tokens(self, passes: Sequence[str | Action] = ()) -> tuple[str, ...]:
         """The worker's tokens of the baseline's actions plus a state's."""
         return xla_options.tokens(normalize(self.base_actions + tuple(passes)))
 
@@ -380,7 +384,7 @@ class Evaluator:
         ev = Evaluation(h, program, Status.REJECTED, actions)
         self.stats.verifications[ev.key] += 1
         try:
-            cmp = self.verifier.check(program.text(), self._passes(actions), ev.numerics)
+            cmp = self.verifier.check(program.text(), self.compile_tokens(actions), ev.numerics)
         except CandidateError as e:
             cut = self._budget_cut(e)
             if cut is not None:  # not counted: not the candidate's fault
@@ -402,7 +406,7 @@ class Evaluator:
         if not ev.actions:
             return self.worker.time([self.baseline_text, text], self._keys[0], self.timing,
                                     self.disabled_passes, timeout_s=self._timeout())
-        return self.worker.time_each([(self.baseline_text, self.disabled_passes), (text, self._passes(ev.actions))],
+        return self.worker.time_each([(self.baseline_text, self.disabled_passes), (text, self.compile_tokens(ev.actions))],
                                      self._keys[0], self.timing, timeout_s=self._timeout())
 
     def fingerprint(self, program: Program, passes: Sequence[str | Action] = ()) -> str | None:
@@ -415,7 +419,7 @@ class Evaluator:
         except CandidateError:
             return None
         # XLA options change code generation, not the HLO: the same text is another executable.
-        options = ",".join(p for p in self._passes(passes) if xla_options.is_option(p))
+        options = ",".join(p for p in self.compile_tokens(passes) if xla_options.is_option(p))
         return xxhash.xxh3_64_hexdigest((hlo + "|" + options).encode())
 
     def _time(self, ev: Evaluation) -> None:
@@ -493,7 +497,7 @@ class Evaluator:
             return self.costs[key]
         self.stats.costed += 1
         try:
-            c = self.worker.cost(program.text(), self._passes(actions), timeout_s=self._timeout())
+            c = self.worker.cost(program.text(), self.compile_tokens(actions), timeout_s=self._timeout())
         except CandidateError as e:
             c = {"flops": float("nan"), "bytes": float("nan"), "error": str(e)}
         self.costs[key] = c
@@ -518,9 +522,13 @@ class Evaluator:
 
     def optimized_hlo(self, program: Program, passes=()) -> str:
         """XLA's optimized HLO of a state (canonical text): did disabling a pass change anything?"""
-        return self.worker.optimized_hlo(program.text(), self._passes(normalize(passes)), timeout_s=self._timeout())
+        return self.worker.optimized_hlo(program.text(), self.compile_tokens(normalize(passes)), timeout_s=self._timeout())
 
     def close(self) -> None:
+        """End of the search: free what it held (input sets and references, here and in the
+        worker, which may serve the next search), and close the worker if this evaluator
+        started it. The evaluations stay readable."""
+        self.verifier.release()
         if self._own_worker:
             self.worker.close()
 

@@ -101,8 +101,7 @@ def screen(ctx: SearchContext, *, share: float = 0.35, first_chunk: int = 1, tim
     t0 = time.perf_counter()
     allowance = share * ctx.time_left()
     ev = ctx.evaluator
-    key = f"{ctx.root.hash}/option-screen"
-    ev.worker.set_inputs(key, ev.inputs(0))
+    key = ev.verifier.keys[0]  # the search's set 0, already in the worker
     base = (ev.baseline_text, ev.disabled_passes)
     per_token: float | None = None
     i = 0

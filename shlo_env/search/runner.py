@@ -46,7 +46,7 @@ from contextlib import AbstractContextManager
 
 import numpy as np
 
-from shlo_env import xla_options as option_actions
+from shlo_env import memory, xla_options as option_actions
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
 from shlo_env.noise_model import NoiseModel, accepts
@@ -55,6 +55,7 @@ from shlo_env.patterns.base import resolve as resolve_patterns
 from shlo_env.search import passes as pass_actions
 from shlo_env.search.base import Progress, SearchContext, Strategy, auto_strategy, get_strategy
 from shlo_env.search.evaluator import Evaluator
+from shlo_env.verify import memory_allowance
 from shlo_env.runners import CandidateError, Runner
 from shlo_env.runtime import Timing
 from shlo_env.timing import QUICK, SEARCH, Budget, TimingPolicy
@@ -120,6 +121,8 @@ class ProgramResult(SearchSummary):
     num_alternatives: int = 0
     cost_original: dict = dataclasses.field(default_factory=dict)  # XLA cost analysis (flops, bytes)
     cost_best: dict = dataclasses.field(default_factory=dict)
+    # peak resident memory of this process plus its worker during the search (`shlo_env.memory`)
+    peak_rss_mb: float | None = None
     # Not persisted: what a caller needs to build on the result (optimize() checks the winner
     # once more in its own process on these inputs).
     program: Program | None = dataclasses.field(default=None, repr=False, compare=False)
@@ -172,6 +175,11 @@ class LockedWorker:
 
     def set_inputs(self, key: str, arrays: Sequence[np.ndarray]) -> None:
         self._worker.set_inputs(key, arrays)
+
+    def drop_inputs(self, keys: Sequence[str]) -> None:
+        drop = getattr(self._worker, "drop_inputs", None)
+        if drop is not None:
+            drop(keys)
 
     def run(self, text: str, input_key: str, disabled_passes: Sequence[str] = (),
             timeout_s: float | None = None) -> list[np.ndarray]:
@@ -257,10 +265,14 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
     base_worker = worker if worker is not None else Worker(o.timeout_s)  # None: SHLO_ENV_TIMEOUT_S
     w: Runner = LockedWorker(base_worker, device_lock) if device_lock is not None else base_worker
     offered = pass_actions.resolve(o.passes) + option_actions.resolve(o.xla_options)
+    pids = [None, getattr(base_worker, "pid", None)]  # this process and the worker's child
+    for pid in pids:
+        memory.reset_peak(pid)
     try:
         # The original is measured whatever the budget (only the worker's own timeout applies):
         # a program whose measurement alone takes the budget is returned unchanged, not failed.
-        with Evaluator(program, worker=w, num_random=o.num_random, seed=o.seed, timing=o.timing) as evaluator:
+        with Evaluator(program, worker=w, num_random=o.num_random, seed=o.seed, timing=o.timing,
+                       max_bytes=memory_allowance(o.budget_s)) as evaluator:
             try:
                 res.noise = evaluator.measure_noise(max_seconds=budget.noise_s)
             except CandidateError as e:
@@ -342,6 +354,8 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
                 res.cost_original = _cost(evaluator, program, ())
                 res.cost_best = res.cost_original if not accepted else _cost(evaluator, best.program, best.passes)
     finally:
+        pids.append(getattr(base_worker, "pid", None))  # started during the search, or restarted
+        res.peak_rss_mb = memory.peak_mb(sorted({p for p in pids if p is not None}) + [None])
         if own_worker:
             base_worker.close()
         res.total_s = time.perf_counter() - t0
@@ -379,9 +393,9 @@ def _decide(res: ProgramResult, evaluator: Evaluator, best, space: int, thr: flo
 
 
 def _final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best) -> None:
-    """Time the returned program (side by side with the original when it is a rewrite)."""
-    key = "final"
-    worker.set_inputs(key, evaluator.inputs(0))
+    """Time the returned program (side by side with the original when it is a rewrite), on
+    the search's input set 0 (already in the worker: no second copy of a large model's inputs)."""
+    key = evaluator.verifier.keys[0]
     base_passes = evaluator.disabled_passes
     try:
         if best is None:
@@ -390,10 +404,9 @@ def _final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best) -
             res.ratio = 1.0
             return
         text = best.program.text()
-        if best.passes:
+        if best.actions:
             tb, tc = worker.time_each([(evaluator.baseline_text, base_passes),
-                                       (text, tuple(sorted(set(base_passes) | set(best.passes))))],
-                                      key, evaluator.timing)
+                                       (text, evaluator.compile_tokens(best.actions))], key, evaluator.timing)
         else:
             tb, tc = worker.time([evaluator.baseline_text, text], key, evaluator.timing, base_passes)
         res.baseline, res.best = _timing(tb), _timing(tc)
