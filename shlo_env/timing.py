@@ -54,8 +54,9 @@ SEARCH = TimingPolicy(min_seconds=0.2)
 @dataclass(frozen=True)
 class Budget:
     """How `optimize_program` splits `total_s` of wall clock: the noise measurement may take
-    `noise` of it, the search stops at `search`, no worker request runs past `hard`; confirming
-    the winner and the final measurement use what is left (and always run)."""
+    `noise` of it, the search stops at `search` (earlier, to keep `reserve_s` for confirming the
+    winner and the final measurement), no worker request runs past `hard` during the search,
+    and nothing runs past `total_s`: a step that does not fit is cut and the report says so."""
 
     total_s: float = 60.0
     noise: float = 0.1
@@ -82,3 +83,51 @@ class Budget:
 
     def left(self, start: float) -> float:
         return max(0.0, start + self.total_s - time.perf_counter())
+
+    def deadline(self, start: float) -> float:
+        """`time.perf_counter()` value at which the whole budget is spent."""
+        return start + self.total_s
+
+    # --- scaled to the program's measured call time (issue 31 item 2) ----------------------
+    # A fixed policy (3 warmup + 10 timed rounds of two calls, three noise repeats, four input
+    # sets) costs 26 calls per pair timing: 100 s for a 4 s call. These size each phase from
+    # the original's call time `call_s` so that it takes a bounded share of the budget; each
+    # returns what it cut ("" when nothing), for the report.
+    pair_share: float = 0.05  # one side-by-side timing of two programs
+    verify_share: float = 0.05  # the original's runs on all the input sets
+
+    def pair_policy(self, policy: TimingPolicy, call_s: float) -> tuple[TimingPolicy, str]:
+        """`policy`, with fewer rounds where one pair timing would take more than `pair_share`
+        of the budget (at least 1 warmup and 2 timed rounds, and no `min_seconds` padding)."""
+        if not call_s > 0 or policy_seconds(policy, call_s) <= self.pair_share * self.total_s:
+            return policy, ""
+        rounds = int(self.pair_share * self.total_s / (2 * call_s))
+        warmup = min(policy.warmup, 1)
+        runs = max(2, min(policy.runs, rounds - warmup))
+        cut = policy.with_(warmup=warmup, runs=runs, min_seconds=0.0, max_rounds=runs)
+        return cut, (f"timing: {warmup} warmup + {runs} timed rounds per pair instead of {policy.warmup} + "
+                     f"{policy.runs} (a call takes {call_s:.2f} s)")
+
+    def random_sets(self, num_random: int, call_s: float, examples: int = 0) -> tuple[int, str]:
+        """How many of `num_random` random input sets to verify on, so that running the original
+        on all of them takes at most `verify_share` of the budget (at least 1 set in all)."""
+        if not call_s > 0 or num_random <= 0:
+            return num_random, ""
+        fit = int(self.verify_share * self.total_s / call_s) - examples
+        keep = max(0 if examples else 1, min(num_random, fit))
+        if keep >= num_random:
+            return num_random, ""
+        return keep, (f"verification: {keep} random input set{'s' if keep != 1 else ''} instead of {num_random} "
+                      f"(a call takes {call_s:.2f} s)")
+
+    def reserve_s(self, pair_s: float) -> float:
+        """Seconds kept after the search for confirming the winner and the final measurement
+        (two pair timings and a margin), at most a quarter of the budget."""
+        return min(0.25 * self.total_s, 2.5 * pair_s)
+
+
+def policy_seconds(policy: TimingPolicy, call_s: float, programs: int = 2) -> float:
+    """Seconds one timing of `programs` side by side takes under `policy` (lower bound: each
+    program runs warmup + max(runs, min_seconds) calls of `call_s`)."""
+    timed = max(policy.runs * programs * call_s, policy.min_seconds)
+    return policy.warmup * programs * call_s + timed

@@ -144,14 +144,18 @@ class Worker:
     # --- requests -------------------------------------------------------------------------
 
     def _call(self, cmd: str, needs: str | None, timeout_s: float | None, /, **kwargs: Any) -> Any:
-        """Send one request (first the input set it `needs`, if the child does not have it yet)."""
+        """Send one request (first the input set it `needs`, if the child does not have it yet).
+        `timeout_s` bounds the whole call: the child's start and the input set's transfer too
+        (a search's budget counts them)."""
+        limit = timeout_s or self.timeout_s
+        end = time.monotonic() + limit
         self._ensure()
         if needs is not None and needs not in self._sent:
             if needs not in self._inputs:
                 raise KeyError(f"no input set {needs!r}; call set_inputs first")
-            self._request("set_inputs", {"key": needs, "arrays": self._inputs[needs]}, self.timeout_s)
+            self._request("set_inputs", {"key": needs, "arrays": self._inputs[needs]}, limit)
             self._sent.add(needs)
-        return self._request(cmd, kwargs, timeout_s or self.timeout_s)
+        return self._request(cmd, kwargs, max(0.1, end - time.monotonic()))
 
     def _request(self, cmd: str, kwargs: dict, timeout_s: float) -> Any:
         try:

@@ -57,10 +57,12 @@ from shlo_env.search.base import Progress, SearchContext, Strategy, auto_strateg
 from shlo_env.search.evaluator import Evaluator
 from shlo_env.verify import memory_allowance
 from shlo_env.runners import CandidateError, Runner
+from shlo_env import runtime
 from shlo_env.runtime import Timing
-from shlo_env.timing import QUICK, SEARCH, Budget, TimingPolicy
+from shlo_env.timing import QUICK, SEARCH, Budget, TimingPolicy, policy_seconds
 from shlo_env.worker import Worker
 
+PROBE = TimingPolicy(runs=1, warmup=0)  # the original's first call: sizes the budget's steps
 MAX_TRAJECTORY = 5_000  # decisions recorded per program (a long MCTS run is cut here)
 
 
@@ -88,6 +90,10 @@ class SearchSummary:
     search_s: float = 0.0
     total_s: float = 0.0
     original_hash: str = ""
+    # what the budget cut short, and why (fewer timing rounds or input sets for a slow program,
+    # a confirmation or final measurement skipped): `Budget` sizes each step (issue 31 item 2)
+    cuts: tuple[str, ...] = ()
+    phases: dict = dataclasses.field(default_factory=dict)  # seconds per step, in order
 
     @property
     def disabled_passes(self) -> tuple[str, ...]:
@@ -161,7 +167,8 @@ class ProgramResult(SearchSummary):
         base = self.baseline.get("full", math.nan)
         return (f"{self.name} [{self.strategy}]: ratio {self.ratio:.3f} ({what}); original "
                 f"{base * 1e3:.3f} ms; threshold {self.threshold:.3f}"
-                + (f"; {self.reason}" if self.reason else ""))
+                + (f"; {self.reason}" if self.reason else "")
+                + (f"; cut short: {'; '.join(self.cuts)}" if self.cuts else ""))
 
 
 class LockedWorker:
@@ -268,18 +275,54 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
     pids = [None, getattr(base_worker, "pid", None)]  # this process and the worker's child
     for pid in pids:
         memory.reset_peak(pid)
+    phases = res.phases
+    cuts: list[str] = []
+    mark = [t0]
+
+    def phase(what: str) -> None:
+        now = time.perf_counter()
+        phases[what] = phases.get(what, 0.0) + now - mark[0]
+        mark[0] = now
+
     try:
-        # The original is measured whatever the budget (only the worker's own timeout applies):
-        # a program whose measurement alone takes the budget is returned unchanged, not failed.
-        with Evaluator(program, worker=w, num_random=o.num_random, seed=o.seed, timing=o.timing,
-                       max_bytes=memory_allowance(o.budget_s)) as evaluator:
-            try:
-                res.noise = evaluator.measure_noise(max_seconds=budget.noise_s)
-            except CandidateError as e:
-                res.status, res.error = "error", f"the original does not run in the worker: {e}"
-                res.reason = res.error
+        # The original is compiled and run once first: its call time sizes every later step
+        # (timing rounds, input sets, noise repeats) to the budget. A program that cannot be
+        # compiled and run once within the budget is returned unchanged, not failed.
+        try:
+            call_s = _probe(w, program, o.seed, budget.hard_deadline(t0))
+        except CandidateError as e:
+            if time.perf_counter() >= budget.hard_deadline(t0) - 0.5:
+                cuts.append(f"everything: the original's compile and first call did not end within "
+                            f"{budget.hard * budget.total_s:.1f} s of the budget")
+                res.reason = "the budget ran out compiling the original"
                 return res
+            res.status, res.error = "error", f"the original does not run in the worker: {e}"
+            res.reason = res.error
+            return res
+        finally:
+            phase("compile")
+        timing, cut = budget.pair_policy(o.timing, call_s)
+        cuts += [cut] if cut else []
+        num_random, cut = budget.random_sets(o.num_random, call_s, int(program.example_args is not None))
+        cuts += [cut] if cut else []
+        pair_s = policy_seconds(timing, call_s)
+        with Evaluator(program, worker=w, num_random=num_random, seed=o.seed, timing=timing,
+                       max_bytes=memory_allowance(o.budget_s)) as evaluator:
             evaluator.hard_deadline = budget.hard_deadline(t0)
+            try:
+                evaluator.inputs(0)  # the original's outputs on every set (they decide the sets)
+                phase("originals")
+                res.noise = evaluator.measure_noise(max_seconds=budget.noise_s)
+                phase("noise")
+            except CandidateError as e:
+                if evaluator._budget_cut(e) is None:
+                    res.status, res.error = "error", f"the original does not run in the worker: {e}"
+                    res.reason = res.error
+                    return res
+                cuts.append(f"everything: the original's runs on the input sets and its timing against "
+                            f"itself did not end within {budget.hard * budget.total_s:.1f} s of the budget")
+                res.reason = "the budget ran out measuring the original"
+                return res
             thr = 1.0 - max(o.min_gain, 2.0 * res.noise)
             external = o.threshold.faster_at(evaluator.baseline_s) if isinstance(o.threshold, NoiseModel) \
                 else o.threshold
@@ -288,10 +331,13 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             res.threshold = thr
             bar = progress if isinstance(progress, Progress) else Progress(bool(progress), label=name,
                                                                           budget_s=budget.total_s)
+            # the search ends early enough to confirm and measure its winner within the budget
+            search_deadline = min(budget.search_deadline(t0), budget.deadline(t0) - budget.reserve_s(pair_s))
             ctx = _RecordingContext(program, resolve_patterns(o.patterns), evaluator,
-                                    deadline=budget.search_deadline(t0), max_steps=o.max_steps,
+                                    deadline=search_deadline, max_steps=o.max_steps,
                                     progress=bar, threshold=thr, passes=offered, seed=o.seed)
             root = ctx.expand(ctx.root)
+            phase("expand")
             res.decision_space, res.num_alternatives = root.size, root.num_rewrites
             chosen = o.strategy if o.strategy != "auto" else auto_strategy(root)
             res.strategy = chosen if isinstance(chosen, str) else getattr(chosen, "name", str(chosen))
@@ -305,6 +351,7 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
                 if not isinstance(progress, Progress):
                     bar.close(evaluator, ctx.best)
             res.search_s = time.perf_counter() - t_search
+            phase("search")
             res.strategy_info = _jsonable(dict(searcher.info))
             res.trajectory = ctx.trail
             stats = evaluator.stats
@@ -314,9 +361,18 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             res.search_best, res.stats = best, stats
             res.search_ratio = best.ratio if best.ok and best.key != evaluator.original_key else math.nan
 
-            evaluator.hard_deadline = None  # confirmation and final measurement: worker timeout only
+            # confirmation and final measurement: each only if it fits in what is left
+            evaluator.hard_deadline = budget.deadline(t0)
             res.total_s = time.perf_counter() - t0  # so far (the reason may cite it); set again at the end
-            accepted = _decide(res, evaluator, best, root.size, thr, o.confirm)
+            retime_s = policy_seconds(timing, max(call_s, best.time_s) if best.timed else call_s)
+            if o.confirm and best.key != evaluator.original_key and best.ok and budget.left(t0) < retime_s:
+                cuts.append(f"confirmation: {budget.left(t0):.1f} s left, a re-time takes {retime_s:.1f} s; "
+                            f"the best candidate is not taken")
+                res.reason = "no time left to confirm the best candidate"
+                accepted = False
+            else:
+                accepted = _decide(res, evaluator, best, root.size, thr, o.confirm)
+            phase("confirm")
             if accepted:
                 res.returned_original = False
                 res.program, res.evaluation = best.program, best
@@ -337,14 +393,27 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
                 res.program = program
                 res.verification = {"tier": "EXACT", "input_sets": 0, "note": "the original itself"}
             res.check_inputs = evaluator.inputs(0)
-            if accepted:
-                try:  # float64 outputs of the original on set 0, and their sensitivity
-                    res.check_reference = (evaluator.references()[0], evaluator.sensitivity(0))
-                except CandidateError:
+            if accepted and best.verified is not Numerics.EXACT:
+                # float64 outputs of the original on set 0, and their sensitivity, for the caller's
+                # in-process check; an EXACT winner is checked bitwise and needs none
+                if budget.left(t0) < 4 * call_s:
+                    cuts.append(f"float64 reference for the in-process check: {budget.left(t0):.1f} s left")
                     res.check_reference = (None, None)
+                else:
+                    try:
+                        res.check_reference = (evaluator.references()[0], evaluator.sensitivity(0))
+                    except CandidateError:
+                        res.check_reference = (None, None)
+                phase("reference")
 
             if o.final_timing:
-                _final_measurement(res, evaluator, w, best if accepted else None)
+                final_s = policy_seconds(timing, call_s, 2 if accepted else 1)
+                if budget.left(t0) < final_s:
+                    cuts.append(f"final measurement: {budget.left(t0):.1f} s left, it takes {final_s:.1f} s "
+                                f"(the search's timings are reported)")
+                else:
+                    _final_measurement(res, evaluator, w, best if accepted else None)
+                phase("final")
             if not res.baseline:
                 res.baseline = {"full": evaluator.baseline_s, "async": None, "compute": None, "runs": None}
             if accepted and not res.best:
@@ -359,7 +428,24 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
         if own_worker:
             base_worker.close()
         res.total_s = time.perf_counter() - t0
+        res.cuts = tuple(cuts)
     return res
+
+
+def _probe(worker: Runner, program: Program, seed: int, deadline: float) -> float:
+    """Compile the original and run it once (on input set 0's arrays) before `deadline`; its
+    call time in seconds. The worker keeps the executable: the search's runs reuse it."""
+    key = f"{dag_hash(program)}-probe"
+    arrays = list(program.example_args) if program.example_args is not None else \
+        runtime.random_inputs(program.in_specs, seed)
+    worker.set_inputs(key, arrays)
+    try:
+        (t,) = worker.time([program.text()], key, PROBE, timeout_s=max(0.5, deadline - time.perf_counter()))
+    finally:
+        drop = getattr(worker, "drop_inputs", None)
+        if drop is not None:
+            drop([key])
+    return float(t.full)
 
 
 def _decide(res: ProgramResult, evaluator: Evaluator, best, space: int, thr: float, confirm: bool) -> bool:
