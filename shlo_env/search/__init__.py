@@ -13,6 +13,10 @@ XLA's own passes can join the action space as macro actions (`shlo_env.search.pa
 Every built-in strategy aims a small budget (`Strategy.begin`): offered XLA compile options are
 screened first (`shlo_env.search.option_screen`) and single rewrites are tried on the hottest
 sites first (`shlo_env.search.site_heat`).
+
+Strategies are built from three kinds of parts (docs/search_parts.md): candidate sources
+(`shlo_env.search.sources`), rankers with an uncertainty (`shlo_env.search.rankers`) and one
+acquisition rule (`shlo_env.search.acquisition`).
 """
 
 from shlo_env.search.base import (

@@ -33,10 +33,8 @@ from __future__ import annotations
 
 import itertools
 
-from shlo_env.search.base import (
-    Expansion, SearchContext, State, Strategy, interleave, is_stop, pick_first_vector, random_vector,
-    register_strategy,
-)
+from shlo_env.search import sources
+from shlo_env.search.base import Expansion, SearchContext, State, Strategy, register_strategy
 from shlo_env.search.evaluator import Evaluation
 from shlo_env.search.stepwise import pick_first_chain
 
@@ -63,16 +61,12 @@ class Beam(Strategy):
         self.pass_prob = pass_prob
 
     def child_vectors(self, exp: Expansion, ctx: SearchContext):
-        seen = set()
-        first = pick_first_vector(exp.dims)
-        gen = itertools.chain([first], interleave(ctx.singles(exp, self.hot_first), ctx.sweeps(exp, self.hot_first)),
-                              (random_vector(exp.dims, ctx.rng, self.pass_prob) for _ in range(4 * self.expand_budget)))
-        for vec in gen:
-            t = tuple(vec)
-            if is_stop(vec) or t in seen:
-                continue
-            seen.add(t)
-            yield vec
+        """The candidate source (`shlo_env.search.sources`): pick-first, then singles
+        alternating with sweeps, then random draws; no stop vector, no repeat."""
+        source = sources.distinct(sources.chain(
+            sources.pick_first, sources.alternate(sources.singles(self.hot_first), sources.sweeps(self.hot_first)),
+            sources.random_draws(4 * self.expand_budget, self.pass_prob)))
+        return source(ctx, exp)
 
     def search(self, ctx: SearchContext) -> Evaluation:
         counts = dict(expansions=0, children=0, pruned=0, failed=0, max_depth=0)

@@ -1,44 +1,34 @@
-"""Greedy search by XLA's cost model: rank without timing, time only the most promising.
+"""The greedy loop over the search parts: rank without timing, time only what may pay.
 
-At each step the candidate vectors of the current state (every vector when the space is
-small, else pick-first, each single choice, and a few seeded random vectors; at most
-`max_candidates`) are applied and compiled for `cost_analysis` only (flops, bytes accessed,
-transcendentals: noise-free, no run). They are ranked by a roofline estimate
+At each step the candidate vectors of the current state (a candidate source,
+`shlo_env.search.sources`: every vector when the space is small, else pick-first, each single
+choice (hottest first when `hot_first`) and a few seeded random vectors; at most
+`max_candidates`) are applied and ranked by a ranker (`shlo_env.search.rankers`; here XLA's
+cost analysis through a roofline
 
     t_est = flops / peak_flops + transcendentals / peak_transcendentals + bytes / peak_bandwidth
 
-and only the `top_k` best-ranked candidates that the model predicts faster than the current
-state (by `min_predicted_gain`) are verified and timed. The search moves to the fastest timed
-one if it beats the current state beyond noise, and stops otherwise. The machine constants
-default per platform; only their ratios matter for the ranking.
+compiled, never run). The one acquisition rule (`shlo_env.search.acquisition`) picks the at
+most `top_k` children whose optimistic bound can clear the acceptance threshold; they are
+verified and timed. The search moves to the fastest timed one if it beats the current state
+beyond noise (`SearchContext.improves`), and stops otherwise.
+
+`min_predicted_gain` keeps its meaning: a child predicted faster than its parent by at least
+that much is timed (it sets the roofline's band to log((1 - gain) / threshold)). Strategy
+"learned" is this loop with the learned rankers (`shlo_env.search.learned`).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Iterator
 
-from shlo_env.roofline import cost_seconds
-from shlo_env.search.base import (
-    SearchContext, State, Strategy, all_vectors, is_stop, one_hot_vectors, pick_first_vector, random_vector,
-    register_strategy,
-)
+from shlo_env.search import acquisition, sources
+from shlo_env.search.base import SearchContext, State, Strategy, register_strategy
 from shlo_env.search.evaluator import Evaluation
+from shlo_env.search.rankers import MACHINE, CostAnalysis, Prediction, Ranker, roofline
 
-# (flops/s, transcendentals/s, bytes/s): rough orders of magnitude for one CPU socket / one GPU.
-MACHINE = {
-    "cpu": (5e10, 5e9, 2e10),
-    "gpu": (5e13, 5e12, 2e12),
-}
-
-
-def roofline(cost: dict, machine: tuple[float, float, float]) -> float:
-    """Estimated seconds from a cost analysis (`roofline.cost_seconds`); inf, ranked last, when
-    there is no estimate (XLA rejected the program)."""
-    flops, trans, bw = machine
-    seconds = cost_seconds(cost, flops, bw, transcendentals_per_s=trans)
-    return math.inf if seconds is None else seconds
+__all__ = ["MACHINE", "CostModel", "roofline"]
 
 
 @register_strategy
@@ -46,51 +36,43 @@ class CostModel(Strategy):
     name = "cost-model"
 
     def __init__(self, top_k: int = 2, max_candidates: int = 24, min_predicted_gain: float = 0.01,
-                 machine: tuple[float, float, float] | None = None, pass_prob: float = 0.1, **aim):
+                 machine: tuple[float, float, float] | None = None, pass_prob: float = 0.1,
+                 ranker: Ranker | None = None, **aim):
         super().__init__(**aim)  # the shared aim options: the XLA option screen, hot_first
         self.top_k = top_k
         self.max_candidates = max_candidates
         self.min_predicted_gain = min_predicted_gain
         self.machine = machine
         self.pass_prob = pass_prob
-
-    def _machine(self) -> tuple[float, float, float]:
-        if self.machine is not None:
-            return self.machine
-        from shlo_env import runtime
-
-        return MACHINE["cpu" if runtime.platform() == "cpu" else "gpu"]
+        self.ranker: Ranker = ranker if ranker is not None else CostAnalysis(machine)
 
     def candidates(self, exp, ctx: SearchContext):
+        """The source: every vector when few, else pick-first, singles, random draws."""
+        source: sources.Source
         if exp.size - 1 <= self.max_candidates:
-            gen = all_vectors(exp.dims)
+            source = sources.exhaustive
         else:
-            gen = itertools.chain([pick_first_vector(exp.dims)], one_hot_vectors(exp.dims),
-                                  (random_vector(exp.dims, ctx.rng, self.pass_prob) for _ in range(self.max_candidates)))
-        seen = set()
-        for vec in gen:
-            if is_stop(vec) or tuple(vec) in seen:
-                continue
-            seen.add(tuple(vec))
-            yield vec
-            if len(seen) >= self.max_candidates:
-                return
+            source = sources.chain(sources.pick_first, sources.singles(self.hot_first),
+                                   sources.random_draws(self.max_candidates, self.pass_prob))
+        return sources.distinct(source, self.max_candidates)(ctx, exp)
 
     def estimate(self, ctx: SearchContext, exp, children: list) -> tuple[float, list[float]]:
-        """(estimate of the current state, estimates of the (vector, child) pairs): lower is faster.
-        Subclasses swap the model (strategy "learned" uses the learned ranking model)."""
-        machine = self._machine()
-        ests = []
-        for _, child in children:
-            ests.append(math.inf if ctx.out_of_time() else roofline(ctx.cost(child), machine))
-        return roofline(ctx.cost(exp.state), machine), ests
+        """(estimate of the current state, estimates of the (vector, child) pairs): lower is
+        faster; here the ranker's predicted ratios, so the state's estimate is 1.0."""
+        return 1.0, [p.ratio for p in self.ranker.rank(ctx, exp, children)]
+
+    def band(self, ctx: SearchContext) -> float:
+        """The uncertainty that makes the acquisition rule time a child predicted faster by
+        `min_predicted_gain` (never below 0)."""
+        return max(0.0, math.log((1 - self.min_predicted_gain) / ctx.threshold))
 
     def to_time(self, ctx: SearchContext, exp, children: list, ests: list[float],
                 state_est: float) -> list[tuple[float, State]]:
-        """(estimate, child) pairs to verify and time, in order: the `top_k` best-ranked that
-        the model predicts faster than the current state by `min_predicted_gain`."""
-        ranked = sorted(zip(ests, (c for _, c in children)), key=lambda r: r[0])
-        return [(e, c) for e, c in ranked if e < state_est * (1 - self.min_predicted_gain)][:self.top_k]
+        """(estimate, child) pairs to verify and time, in order: the acquisition rule's
+        `top_k` picks among the ranked children."""
+        band = self.band(ctx)
+        predictions = [Prediction(e / state_est if state_est > 0 else math.inf, band) for e in ests]
+        return [(ests[i], children[i][1]) for i in acquisition.pick(predictions, ctx.threshold, self.top_k)]
 
     def starts(self, ctx: SearchContext) -> Iterator[tuple[State, float]]:
         """(state, measured ratio) pairs the greedy steps start from, in turn, while time is
@@ -101,7 +83,7 @@ class CostModel(Strategy):
     def restart(self, ctx: SearchContext, stop: State, stop_ratio: float, seen: set) -> tuple[State, float] | None:
         """Where greedy steps stopped at `stop`, a (state, measured ratio) to go on from, or
         None to take the next start. `seen` holds the keys of the stops already handed here
-        in this search. The base model has none."""
+        in this search. The base loop has none."""
         return None
 
     def search(self, ctx: SearchContext) -> Evaluation:

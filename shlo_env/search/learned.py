@@ -67,13 +67,13 @@ import numpy as np
 
 from shlo_env import observe
 from shlo_env.learn import exe_model, model
+from shlo_env.search import acquisition
 from shlo_env.search.base import SearchContext, State, interleave, pick_first_vector, register_strategy
 from shlo_env.search.cost_model import CostModel
+from shlo_env.search.rankers import BLIND_OPS, DEFAULT_UNSURE, Prediction, step_patterns, touches_blind_ops
 from shlo_env.search.stepwise import pick_first_states
 
-DEFAULT_UNSURE = 0.25  # log-ratio band when the weights do not record their validation error
-# ops whose cost depends on how often or over what window they run, which the static graph omits
-BLIND_OPS = frozenset({"stablehlo.while", "stablehlo.reduce_window"})
+__all__ = ["BLIND_OPS", "DEFAULT_UNSURE", "Learned"]
 
 
 @register_strategy
@@ -110,20 +110,9 @@ class Learned(CostModel):
             self._model = model.load(self.weights)
         return self._model
 
-    @staticmethod
-    def _blind(g: observe.Graph, vec: list[int]) -> bool:
-        """Whether the vector replaces or introduces a `BLIND_OPS` op: one in a taken choice's
-        region or in the original region of its alternatives op, or an original root that
-        region 0 yields from outside it (a matched root stays in the main body)."""
-        blind = np.isin(g.node_opcode, [observe.op_id(name) for name in BLIND_OPS])
-        taken = {a for a, c in enumerate(vec[:g.num_alternatives]) if c}
-        for i in np.nonzero(blind & (g.node_alt >= 0))[0]:
-            a = int(g.node_alt[i])
-            if a in taken and int(g.node_choice[i]) in (0, vec[a]):
-                return True
-        alternative_of = {int(node): a for a, node in enumerate(g.alternative_indices)}
-        roots = np.nonzero((g.edge_choice == 0) & blind[g.edge_src])[0]
-        return any(alternative_of.get(int(g.edge_dst[e])) in taken for e in roots)
+    # the rankers' definitions (`shlo_env.search.rankers`), under the names this strategy used
+    _blind = staticmethod(touches_blind_ops)
+    _patterns = staticmethod(step_patterns)
 
     def _timed_anyway(self, g: observe.Graph, vec: list[int], exp, ctx: SearchContext) -> bool:
         """Probes timed whatever the models predict: those that touch `BLIND_OPS`, and, when
@@ -156,10 +145,11 @@ class Learned(CostModel):
         passes it), or its prior predicts a gain beyond the graph network's error. Otherwise:
         neither the graph network nor its prior predicts it slower beyond that error."""
         exe_error = self._exe_unsure() if by_exe else None
-        if exe_error is None:
-            return min(est, prior) < state_est * math.exp(self._unsure())
-        passing = state_est * ctx.threshold
-        return est < passing * math.exp(exe_error) or prior < passing * math.exp(-self._unsure())
+        if exe_error is None:  # the graph network's wide band: a probe that may gain at all
+            return acquisition.worth_timing(Prediction(min(est, prior) / state_est, self._unsure()), 1.0)
+        # the acquisition rule on the executable model's prediction, or a prior sure of a gain
+        return (acquisition.worth_timing(Prediction(est / state_est, exe_error), ctx.threshold)
+                or prior < state_est * ctx.threshold * math.exp(-self._unsure()))
 
     def _probe_vectors(self, exp, ctx: SearchContext) -> list[list[int]]:
         """The first `probes` of: pick-first, then the single rewrites (hottest first)
@@ -343,12 +333,6 @@ class Learned(CostModel):
         ev = ctx.evaluate(states[best])
         self.info["chain_timed"] = self.info.get("chain_timed", 0) + 1
         return (states[best], ev.ratio) if ctx.improves(ev, start_ratio) else None
-
-    @staticmethod
-    def _patterns(exp, vec) -> Counter:
-        """The rewrite patterns a decision vector takes in the state `exp` expands (the
-        executable model's pattern columns; the state's own are 0, as they cancel)."""
-        return exe_model.step_patterns([d.labels[c] for d, c in zip(exp.dims, vec) if c and d.kind == "rewrite"])
 
     def _exe_model(self) -> exe_model.ExeModel:
         if self._exe is None:

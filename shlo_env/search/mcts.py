@@ -51,6 +51,7 @@ import numpy as np
 from shlo_env.search.base import (
     Expansion, SearchContext, State, Strategy, interleave, is_stop, pick_first_vector, random_vector, register_strategy,
 )
+from shlo_env.search import sources
 from shlo_env.search.evaluator import Evaluation
 
 C1 = 1.25
@@ -241,12 +242,11 @@ class FactorizedMCTS(Strategy):
         """The forced first simulations at each step's root (vector, rollout policy): hot singles
         alternating with the hottest sweeps, then pick-first."""
         hot = self.seed_hot if self.hot_first else 0
-        singles = itertools.islice(ctx.singles(root.exp, self.hot_first), hot)
-        sweeps = itertools.islice(ctx.sweeps(root.exp, self.hot_first), self.seed_sweeps if hot else 0)
+        singles = itertools.islice(sources.singles(self.hot_first)(ctx, root.exp), hot)
+        sweeps = itertools.islice(sources.sweeps(self.hot_first)(ctx, root.exp), self.seed_sweeps if hot else 0)
         out = [(vec, "none") for vec in interleave(singles, sweeps)]
-        first = pick_first_vector(root.exp.dims)
-        if self.seed_pick_first and not is_stop(first):
-            out.append((first, "pick-first"))
+        if self.seed_pick_first:
+            out += [(vec, "pick-first") for vec in sources.pick_first(ctx, root.exp)]
         return out
 
     def search(self, ctx: SearchContext) -> Evaluation:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 
+from shlo_env.search import sources
 from shlo_env.search.base import (
     SearchContext, State, Strategy, all_vectors, is_stop, pick_first_vector, register_strategy,
 )
@@ -68,8 +68,7 @@ class Exhaustive(Strategy):
     def vectors(self, exp, ctx: SearchContext):
         if exp.size - 1 <= self.max_vectors:
             return all_vectors(exp.dims)
-        first = pick_first_vector(exp.dims)
-        return itertools.chain([first] if not is_stop(first) else [], ctx.singles(exp, self.hot_first))
+        return sources.chain(sources.pick_first, sources.singles(self.hot_first))(ctx, exp)
 
     def search(self, ctx: SearchContext) -> Evaluation:
         state = self.begin(ctx)
