@@ -70,7 +70,9 @@ from shlo_env.learn import exe_model, model
 from shlo_env.search import acquisition
 from shlo_env.search.base import SearchContext, State, interleave, pick_first_vector, register_strategy
 from shlo_env.search.cost_model import CostModel
-from shlo_env.search.rankers import BLIND_OPS, DEFAULT_UNSURE, Prediction, step_patterns, touches_blind_ops
+from shlo_env.search.rankers import (
+    BLIND_OPS, DEFAULT_UNSURE, ExecutableModel, GraphNetwork, Prediction, step_patterns, touches_blind_ops,
+)
 from shlo_env.search.stepwise import pick_first_states
 
 __all__ = ["BLIND_OPS", "DEFAULT_UNSURE", "Learned"]
@@ -100,15 +102,15 @@ class Learned(CostModel):
         self.unsure = unsure
         self.exe_unsure = exe_unsure
         self.weights = weights
-        self._model: tuple | None = None
+        # the rankers this strategy draws its models from (`shlo_env.search.rankers`)
+        self.graph_network = GraphNetwork(weights, unsure)
+        self.executable_model = ExecutableModel(exe_weights, exe_unsure)
         self._prior: list[float] = []  # the last estimate's prior (uncorrected) ratios, per child
         self._by_exe: list[bool] = []  # the last estimate's children the executable model scored
         self._graph: observe.Graph | None = None  # the last estimate's augmented graph
 
     def _state(self) -> tuple:
-        if self._model is None:
-            self._model = model.load(self.weights)
-        return self._model
+        return self.graph_network.state()
 
     # the rankers' definitions (`shlo_env.search.rankers`), under the names this strategy used
     _blind = staticmethod(touches_blind_ops)
@@ -127,9 +129,7 @@ class Learned(CostModel):
                 and list(vec) == pick_first_vector(exp.dims))
 
     def _unsure(self) -> float:
-        if self.unsure is not None:
-            return self.unsure
-        return float(self._state()[2].get("val_log_error_median", DEFAULT_UNSURE))
+        return self.graph_network.band()
 
     def _exe_unsure(self) -> float | None:
         """The executable model's error band (log ratio); None when its weights record none
@@ -336,7 +336,7 @@ class Learned(CostModel):
 
     def _exe_model(self) -> exe_model.ExeModel:
         if self._exe is None:
-            self._exe = exe_model.shipped() if self.exe_weights is None else exe_model.load(self.exe_weights)
+            self._exe = self.executable_model.model()
         return self._exe
 
     def to_time(self, ctx: SearchContext, exp, children: list, ests: list[float],
