@@ -306,6 +306,12 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
         num_random, cut = budget.random_sets(o.num_random, call_s, int(program.example_args is not None))
         cuts += [cut] if cut else []
         pair_s = policy_seconds(timing, call_s)
+        restarts = getattr(base_worker, "restarts", 0)
+
+        def setup_s() -> float:
+            """What a step costs besides its calls: the worker's start and the compiles again
+            (as long as the probe took) once a request cut at the budget restarted the worker."""
+            return phases["compile"] if getattr(base_worker, "restarts", 0) > restarts else 0.0
         with Evaluator(program, worker=w, num_random=num_random, seed=o.seed, timing=timing,
                        max_bytes=memory_allowance(o.budget_s)) as evaluator:
             evaluator.hard_deadline = budget.hard_deadline(t0)
@@ -364,7 +370,7 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             # confirmation and final measurement: each only if it fits in what is left
             evaluator.hard_deadline = budget.deadline(t0)
             res.total_s = time.perf_counter() - t0  # so far (the reason may cite it); set again at the end
-            retime_s = policy_seconds(timing, max(call_s, best.time_s) if best.timed else call_s)
+            retime_s = policy_seconds(timing, max(call_s, best.time_s) if best.timed else call_s) + setup_s()
             if o.confirm and best.key != evaluator.original_key and best.ok and budget.left(t0) < retime_s:
                 cuts.append(f"confirmation: {budget.left(t0):.1f} s left, a re-time takes {retime_s:.1f} s; "
                             f"the best candidate is not taken")
@@ -407,7 +413,7 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
                 phase("reference")
 
             if o.final_timing:
-                final_s = policy_seconds(timing, call_s, 2 if accepted else 1)
+                final_s = policy_seconds(timing, call_s, 2 if accepted else 1) + setup_s()
                 if budget.left(t0) < final_s:
                     cuts.append(f"final measurement: {budget.left(t0):.1f} s left, it takes {final_s:.1f} s "
                                 f"(the search's timings are reported)")

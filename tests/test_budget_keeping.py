@@ -1,0 +1,69 @@
+"""`budget_s` bounds the wall time of `optimize_program` whatever a call costs (issue 31 item 2),
+and the result says what the budget cut short."""
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import shlo_env as se
+from shlo_env.search.runner import SearchOptions, optimize_program
+from shlo_env.timing import SEARCH, Budget, policy_seconds
+
+SLACK_S = 3.0  # closing the worker and the evaluator after the budget's last step
+
+
+def slow(x, w):
+    """About a second or more per call on a shared 2-core machine: a chain of big matmuls."""
+    return jax.lax.fori_loop(0, 40, lambda i, a: jnp.tanh(a @ w), x)
+
+
+def test_pair_policy_fits_a_share_of_the_budget():
+    b = Budget(20.0)
+    policy, cut = b.pair_policy(SEARCH, 2.0)
+    assert policy_seconds(SEARCH, 2.0) > b.pair_share * b.total_s  # the fixed policy would not fit
+    assert policy.warmup == 1 and policy.runs == 2 and policy.min_seconds == 0.0 and "2 timed rounds" in cut
+    fast, none = b.pair_policy(SEARCH, 1e-4)
+    assert fast == SEARCH and none == ""
+
+
+def test_random_sets_fit_a_share_of_the_budget():
+    assert Budget(20.0).random_sets(3, 2.0) == (1, Budget(20.0).random_sets(3, 2.0)[1])
+    assert "1 random input set instead of 3" in Budget(20.0).random_sets(3, 2.0)[1]
+    assert Budget(20.0).random_sets(3, 0.001) == (3, "")
+    assert Budget(20.0).random_sets(3, 2.0, examples=1)[0] == 0  # the example inputs suffice
+
+
+def test_a_slow_program_keeps_a_small_budget_and_says_what_was_cut():
+    rng = np.random.default_rng(0)
+    n = 768
+    program = se.lower(slow, rng.standard_normal((n, n)).astype(np.float32),
+                       (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32))
+    budget = 8.0
+    t = time.perf_counter()
+    res = optimize_program(program, SearchOptions(budget_s=budget))
+    wall = time.perf_counter() - t
+    assert res.status == "ok", res.error
+    assert wall <= 1.1 * budget + SLACK_S, (wall, res.phases, res.cuts)
+    assert res.cuts, res.phases  # a call of ~1 s cannot get 13 rounds of pairs in 5 % of 8 s
+    assert any(c.startswith(("timing:", "everything:")) for c in res.cuts), res.cuts
+    assert "cut short:" in str(res)
+    assert res.returned_original and res.ratio == 1.0
+
+
+@pytest.mark.parametrize("budget", [30.0])
+def test_a_slow_program_still_gets_a_search(budget):
+    """A program with a call of a second gets candidates evaluated, not only a noise profile."""
+    rng = np.random.default_rng(0)
+    n = 1200
+    A, B = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+    v = rng.standard_normal((n, 1)).astype(np.float32)
+    program = se.lower(lambda A, B, v: jnp.tanh((A @ B) @ v), A, B, v)
+    t = time.perf_counter()
+    res = optimize_program(program, SearchOptions(budget_s=budget, patterns=["reassociate_left_to_right"]))
+    wall = time.perf_counter() - t
+    assert res.status == "ok", res.error
+    assert wall <= 1.1 * budget + SLACK_S, (wall, res.phases, res.cuts)
+    assert res.candidates_evaluated >= 1, (res.reason, res.phases, res.cuts)
