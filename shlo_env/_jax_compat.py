@@ -182,3 +182,19 @@ def hlo_cost_analysis(text: str) -> dict:
         from jax._src.lib import xla_extension as _jax  # type: ignore[attr-defined]
     computation = _jax.mlir.mlir_module_to_xla_computation(text, use_tuple_args=False, return_tuple=False)
     return _jax.hlo_module_cost_analysis(jeb.get_backend("cpu"), computation.as_hlo_module())
+
+
+def jit_call_arguments() -> tuple[tuple, dict] | None:
+    """The (args, kwargs) a `jax.jit` function was called with, read from inside the trace that
+    call started: jax's Python cache-miss handler (`pjit._cpp_pjit`'s `cache_miss`, jax 0.4.30
+    to 0.10) holds them. None when no such frame is found (another jax, a `.lower()` trace)."""
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "cache_miss" and code.co_filename.endswith("pjit.py"):
+            args, kwargs = frame.f_locals.get("args"), frame.f_locals.get("kwargs")
+            return (args, kwargs) if isinstance(args, tuple) and isinstance(kwargs, dict) else None
+        frame = frame.f_back  # type: ignore[assignment]
+    return None

@@ -18,9 +18,10 @@ back to tracing `fn` (`shlo_env.optimize.transformable`).
 
 Calls go through one `jax.jit` of a dispatcher that jax traces once per signature: the trace
 specializes the signature (with the call's concrete arguments as the search's examples) and
-embeds its optimized module or `fn`, so a signature already specialized is dispatched by jax's
-own C++ path, at `jax.jit`'s cost per call. Nothing is raised out of that trace: jax's C++ cache
-would send the signature through Python for good. (A winner compiled with XLA actions needs its
+embeds its optimized module or `fn`. The function's `__call__` is that `jax.jit` itself, so a
+signature already specialized is dispatched by jax's own C++ path with no Python in between, at
+`jax.jit`'s cost per call. Nothing is raised out of that trace: jax's C++ cache would send the
+signature through Python for good. (A winner compiled with XLA actions needs its
 own compiler options: once a function has one, its calls look up their signature in Python. A
 background search that swaps a winner in clears jax's cache of the function: each signature is
 traced and compiled again once.)
@@ -45,8 +46,9 @@ from collections.abc import Callable, Iterable
 import jax
 import numpy as np
 
+from shlo_env import _jax_compat
 from shlo_env.import_ import ProgramError
-from shlo_env.optimize import DEFAULTS, OptimizedFunction, Report, optimize
+from shlo_env.optimize import DEFAULTS, OptimizedFunction, Report, optimize, own_class
 from shlo_env.search.options import SearchOptions, options_from
 
 NOTICE_AFTER_S = 3.0  # a search still running after this long prints a line on stderr
@@ -124,6 +126,9 @@ def _argnums_and_argnames(fn, nums, names) -> tuple[tuple[int, ...], tuple[str, 
 class JitFunction:
     """The object `shlo_env.jit` returns; call it like `jax.jit(fn)`."""
 
+    def __new__(cls, *args, **kwargs):
+        return super().__new__(own_class(cls))  # its `__call__` is set per instance (see __init__)
+
     def __init__(self, fn: Callable, *, static_argnums=None, static_argnames=None, donate_argnums=None,
                  donate_argnames=None, background: bool = False, progress: bool | None = None,
                  cache: bool | str | os.PathLike | None = True, options: SearchOptions | None = None):
@@ -140,19 +145,15 @@ class JitFunction:
         self._specializations: dict = {}
         self._lock = threading.Lock()
         self._keyed = False  # a winner needs its own compiler options: route calls in Python
-        self._calling: tuple | None = None  # the arguments of the call in progress (see __call__)
         self._dispatch = self._new_dispatch()
+        type(self).__call__ = staticmethod(self._dispatch)  # type: ignore[method-assign]
 
     # --- calling ------------------------------------------------------------------------------
 
     def __call__(self, *args, **kwargs):
-        if self._keyed:
-            return self._keyed_call(args, kwargs)
-        self._calling = (args, kwargs)  # concrete examples for the search, if jax traces this call
-        try:
-            return self._dispatch(*args, **kwargs)  # jax's C++ path once a signature is traced
-        finally:
-            self._calling = None
+        """Replaced per instance by its dispatching `jax.jit` (see __init__), or, once a winner
+        needs its own compiler options, by `_keyed_call`."""
+        return self._keyed_call(args, kwargs) if self._keyed else self._dispatch(*args, **kwargs)
 
     def _keyed_call(self, args, kwargs):
         """A call with the signature looked up in Python (see the module doc)."""
@@ -177,9 +178,9 @@ class JitFunction:
             key = self._signature(args, kwargs)  # the leaves are tracers here
             spec = specs.get(key)
             if spec is None:
-                calling = self._calling  # the call's own arguments, unless another thread's
+                calling = _jax_compat.jit_call_arguments()  # the call's own (concrete) arguments
                 same = calling is not None and self._same_signature(key, calling)
-                spec = self._specialize(key, *(calling if same else (args, kwargs)))
+                spec = self._specialize(key, *(calling if same and calling is not None else (args, kwargs)))
             if spec.optimized is None or spec.optimized.report.disabled_passes:
                 # jax.jit(fn)'s program; a winner with XLA actions runs from `_keyed_call` from now on
                 return fn(*args, **kwargs)
@@ -266,8 +267,9 @@ class JitFunction:
 
     def _register(self, key, spec: Specialization, swapped: bool = False) -> None:
         self._specializations[key] = spec
-        if spec.optimized is not None and spec.optimized.report.disabled_passes:
+        if spec.optimized is not None and spec.optimized.report.disabled_passes and not self._keyed:
             self._keyed = True
+            type(self).__call__ = _keyed_entry  # type: ignore[method-assign]
         if swapped:  # jax has compiled what ran before: trace every signature again
             self._dispatch.clear_cache()  # type: ignore[attr-defined]
 
@@ -338,6 +340,10 @@ class JitFunction:
         donates = self._jit_kwargs["donate_argnums"] is not None or self._jit_kwargs["donate_argnames"] is not None
         call = jitted if donates else wrapper
         return Specialization(call, opt.report, opt, jitted=jitted)
+
+
+def _keyed_entry(self: JitFunction, *args, **kwargs):
+    return self._keyed_call(args, kwargs)
 
 
 def _leaf_key(x):

@@ -113,11 +113,15 @@ class OptimizedFunction:
     (shapes, dtypes, structure) than the ones optimized for run `fn` as `jax.jit(fn)` does;
     `shlo_env.jit` searches per signature instead.
 
-    A call is one `jax.jit` call (see `dispatching`): jax's C++ dispatch finds the executable
-    of a signature it has seen, so the callable costs what `jax.jit(fn)` costs per call. Only a
-    rewrite compiled with XLA actions (`report.disabled_passes`) is called through a Python
-    check of the signature, since one `jax.jit` compiles every signature with one set of
-    compiler options."""
+    A call is one `jax.jit` call (see `dispatching`): each instance's `__call__` is that
+    `jax.jit` itself (`own_class`), so jax's C++ dispatch finds the executable of a signature
+    it has seen with no Python in between, at what `jax.jit(fn)` costs per call. Only a rewrite
+    compiled with XLA actions (`report.disabled_passes`) is called through a Python check of
+    the signature, since one `jax.jit` compiles every signature with one set of compiler
+    options."""
+
+    def __new__(cls, *args, **kwargs):
+        return super().__new__(own_class(cls))
 
     def __init__(self, fn: Callable, call: Callable, report: Report, program: Program | None,
                  original: Program | None, fallback: Callable | None = None, dispatch: Callable | None = None):
@@ -131,10 +135,11 @@ class OptimizedFunction:
             dispatch = call if self._call is self._fallback or original is None else dispatching(
                 fn, call, original, report.disabled_passes, self._fallback)
         self._dispatch = dispatch
+        type(self).__call__ = staticmethod(dispatch)  # type: ignore[method-assign]
         self.__name__ = getattr(fn, "__name__", "fn")
         self.__doc__ = getattr(fn, "__doc__", None)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args, **kwargs):  # replaced per instance by `dispatch` itself (see __init__)
         return self._dispatch(*args, **kwargs)
 
     @property
@@ -145,6 +150,12 @@ class OptimizedFunction:
 
     def __repr__(self) -> str:
         return f"<OptimizedFunction {self.__name__}: {self.report.speedup:.2f}x vs jax.jit>"
+
+
+def own_class(cls: type) -> type:
+    """A subclass of `cls` for one instance, so that the instance's `__call__` can be a C++
+    callable (a `jax.jit`) set on its class: Python calls it with no frame of its own."""
+    return type(cls.__name__, (cls,), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
 
 
 def dispatching(fn: Callable, call: Callable, program: Program, actions: Sequence = (),

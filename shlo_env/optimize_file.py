@@ -145,12 +145,9 @@ def run(args: argparse.Namespace) -> int:
             return fail("--report needs a path when the output is stdout")
         report_path = args.output + ".report.json"
     try:
+        options.result_key()  # resolves the patterns, passes and XLA options named: bad names fail here
         program = read_program(args.input)
-        if options.patterns is not None:
-            from shlo_env.patterns.base import resolve
-
-            resolve(options.patterns)
-    except (ProgramError, KeyError) as e:
+    except (ProgramError, KeyError, ValueError) as e:
         return fail(str(e).strip("'\""))
     options = options.with_(name=options.name or program.name)
     store = None if args.no_cache else search_cache.open_cache(args.cache_dir or True)

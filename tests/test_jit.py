@@ -201,3 +201,35 @@ def test_bad_calls_raise_what_jax_jit_raises():
     static = se.jit(lambda x, opts: x * len(opts), static_argnums=1)
     with pytest.raises(ValueError, match="hashable"):
         static(np.ones(2, np.float32), ["unhashable", "list"])
+
+
+def python_calls(f, *args, n=20) -> list[str]:
+    """The Python functions run by `n` calls of `f` (after one call to warm jax's caches)."""
+    f(*args)
+    calls: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            calls.append(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
+
+    sys.setprofile(profile)
+    try:
+        for _ in range(n):
+            f(*args)
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_a_specialized_signature_is_dispatched_by_jax_alone(fast, XW, cache_dir):
+    """Issue 30: no Python runs per call once a signature is specialized, as with jax.jit (the
+    control), for shlo_env.jit and for the optimize callable; the timings are in
+    benchmarks/dispatch.py."""
+    X, W = jax.device_put(XW[0]), jax.device_put(XW[1])
+    assert python_calls(jax.jit(colsum), X, W) == []
+    assert python_calls(fast, X, W) == []
+    opt = se.optimize(colsum, *XW, budget_s=BUDGET, cache=cache_dir)  # found in the cache
+    assert not opt.report.returned_original
+    assert python_calls(opt, X, W) == []
+    kept = se.jit(lambda x: x * 2.0, budget_s=BUDGET, cache=cache_dir)
+    assert python_calls(kept, X) == []

@@ -103,6 +103,11 @@ def _json_object(text: str) -> dict:
     return value
 
 
+def _xla_option_arg(text: str) -> str | list[str]:
+    """`--xla-options approx` (or auto) as it is, else comma-separated NAME=VALUE tokens."""
+    return text if text in ("approx", "auto") else _names(text)
+
+
 _json_object.__name__ = "JSON object"  # argparse's "invalid JSON object value: ..."
 _names.__name__ = "comma-separated list"
 
@@ -155,7 +160,7 @@ class SearchOptions:
         "(`shlo_env.xla_options`), \"approx\" to add fast math (APPROX tier, looser verification), or "
         "a list of `name=value` tokens. The result compiles with the chosen options.",
         result=True, flag="--xla-options", key=_xla_options_key, nargs="?", const=True,
-        metavar="approx|NAME=VALUE,..."))
+        type=_xla_option_arg, metavar="approx|NAME=VALUE,..."))
     confirm: bool = dataclasses.field(default=True, metadata=about(
         "re-time the best candidate before accepting it (always, whatever time is left).",
         result=True, flag="--no-confirm", action="store_false"))
