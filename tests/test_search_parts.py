@@ -3,6 +3,7 @@ example of docs/search_parts.md runs as written."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -58,3 +59,15 @@ def test_the_worked_example_runs(multi_program):
         assert ctx.evaluator.stats.timed <= 2 * 3  # at most top_k per step
     finally:
         _STRATEGIES.pop("hot-greedy", None)
+
+
+def test_nothing_is_timed_when_no_ratio_can_pass(multi_program):
+    """A noise measurement above 50 % (a loaded machine) gives a threshold at or below 0."""
+    from shlo_env.search.cost_model import CostModel
+
+    ctx, _ = make_ctx(multi_program, max_steps=1)
+    ctx.settings = dataclasses.replace(ctx.settings, threshold=-0.2)
+    exp = ctx.expand(ctx.root)
+    children = [(v, ctx.child(exp, v)) for v in sources.singles(False)(ctx, exp)]
+    assert CostModel().to_time(ctx, exp, children, [0.5] * len(children), 1.0) == []
+    assert acquisition.pick([Prediction(0.1, math.inf)], -0.2) == []

@@ -63,7 +63,10 @@ class CostModel(Strategy):
 
     def band(self, ctx: SearchContext) -> float:
         """The uncertainty that makes the acquisition rule time a child predicted faster by
-        `min_predicted_gain` (never below 0)."""
+        `min_predicted_gain` (never below 0; 0 when no ratio can pass the threshold, a noise
+        measurement of more than 50 %: then the rule times nothing)."""
+        if not ctx.threshold > 0:
+            return 0.0
         return max(0.0, math.log((1 - self.min_predicted_gain) / ctx.threshold))
 
     def to_time(self, ctx: SearchContext, exp, children: list, ests: list[float],
