@@ -1,4 +1,5 @@
-"""The programs of a bench dataset: the example suite, a corpus dataset, or a directory of files."""
+"""The programs of a bench dataset: the example suite, a corpus dataset (the zoo is one), or a
+directory of files."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass
 class Item:
-    dataset: str  # "examples", "corpus", "inst-10-20", "inst-20-40", or a directory path
+    dataset: str  # "examples", "corpus", "inst-10-20", "inst-20-40", "zoo", or a directory path
     uri: str
     name: str
     program: Program

@@ -2,7 +2,7 @@
 
     >>> from shlo_env import corpus
     >>> corpus.datasets()
-    ['corpus', 'inst-10-20', 'inst-20-40']
+    ['corpus', 'inst-10-20', 'inst-20-40', 'zoo']
     >>> e = corpus.entries("corpus")[0]; e.uri, e.metadata["library"]
     ('corpus/linen_mlp_train', 'flax.linen')
     >>> program = corpus.load("inst-10-20/17")      # or "inst-10-20/<name>", or a file path
@@ -32,6 +32,8 @@ from shlo_env.import_ import BYTECODE_MAGIC, Program, parse_module, program_from
 DATA = Path(__file__).parent / "data"
 CORPUS = "corpus"
 SUBGRAPH_DATASETS = {"inst-10-20": (10, 20), "inst-20-40": (21, 40)}  # op-count ranges, inclusive
+ZOO = "zoo"  # third-party library models, stored apart from the corpus (shlo_env/zoo/, its README)
+ZOO_DATA = Path(__file__).parent.parent / "zoo" / "data"
 PROGRAM_SUFFIXES = (".mlir", ".mlirbc", ".mlir.xz", ".mlir.gz")
 
 
@@ -61,17 +63,17 @@ class Entry:
 
 def datasets() -> list[str]:
     """The embedded datasets."""
-    return [CORPUS, *SUBGRAPH_DATASETS]
+    return [CORPUS, *SUBGRAPH_DATASETS, ZOO]
 
 
 # --- indexes ------------------------------------------------------------------------------------
 
 @functools.cache
 def _index(dataset: str) -> dict:
-    if dataset == CORPUS:
-        path = DATA / CORPUS / "index.json"
+    if dataset in (CORPUS, ZOO):
+        path = (DATA / CORPUS if dataset == CORPUS else ZOO_DATA) / "index.json"
         if not path.exists():
-            raise CorpusError(f"corpus data missing ({path}); run `python -m shlo_env.corpus.generate`")
+            raise CorpusError(f"{dataset} data missing ({path}); run `python -m shlo_env.{dataset}.generate`")
         return json.loads(path.read_text())
     path = DATA / f"{dataset}.zip"
     if not path.exists():
@@ -138,8 +140,9 @@ _zips: dict[tuple[str, int], zipfile.ZipFile] = {}  # one open archive per (data
 
 
 def _read_text(dataset: str, entry: Entry) -> str:
-    if dataset == CORPUS:
-        return lzma.decompress((DATA / CORPUS / entry.metadata["file"]).read_bytes()).decode()
+    if dataset in (CORPUS, ZOO):
+        folder = DATA / CORPUS if dataset == CORPUS else ZOO_DATA
+        return lzma.decompress((folder / entry.metadata["file"]).read_bytes()).decode()
     with _zip_lock:
         key = (dataset, os.getpid())  # a forked child must not share the parent's file offset
         z = _zips.get(key)
@@ -164,7 +167,7 @@ def resolve(uri: str) -> Entry:
     dataset, sep, item = str(uri).partition("/")
     if dataset not in datasets():
         raise CorpusError(f"unknown dataset {dataset!r} in URI {uri!r} (and no such file); use "
-                          f"corpus/<name>, inst-10-20/<index or name>, inst-20-40/<index or name>, "
+                          f"corpus/<name>, inst-10-20/<index or name>, inst-20-40/<index or name>, zoo/<name>, "
                           f"or a path to a .mlir/.mlirbc file")
     if not sep or not item:
         raise CorpusError(f"URI {uri!r} names a dataset, not a program; use {dataset}/<name> "
@@ -215,4 +218,4 @@ def cache_clear() -> None:
 
 
 __all__ = ["CorpusError", "Entry", "datasets", "entries", "index_info", "load", "load_dir", "resolve",
-           "SUBGRAPH_DATASETS", "DATA", "cache_clear"]
+           "SUBGRAPH_DATASETS", "DATA", "ZOO", "ZOO_DATA", "cache_clear"]
