@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = ("With no --dataset, the quick suite: the example suite and the corpus, "
                      f"{QUICK_BUDGET_S:g} s per program.")
     parser.add_argument("--dataset", nargs="+", default=None, metavar="NAME_OR_DIR",
-                        help="examples, corpus, inst-10-20, inst-20-40, or a directory of .mlir/.mlirbc files "
+                        help="examples, corpus, inst-10-20, inst-20-40, zoo, or a directory of .mlir/.mlirbc files "
                              "(several allowed; default: the quick suite, examples corpus)")
     parser.add_argument("--limit", type=int, default=None, help="at most N programs per dataset (a seeded sample)")
     parser.add_argument("--strategy", nargs="+", default=[DEFAULT_STRATEGY], metavar="NAME",
