@@ -103,6 +103,8 @@ class Report(SearchSummary):
                      f"({self.hit_rate:.0%})" + (f", rejected: {fails}" if fails else "")
                      + (f", verified but not timed: {untimed}" if untimed else "")
                      + f", {self.search_s:.1f} s of {self.total_s:.1f} s")
+        if self.cuts:
+            lines.append(f"  cut short by the budget: {'; '.join(self.cuts)}")
         return "\n".join(lines)
 
 
@@ -362,8 +364,10 @@ def _search(fn, args, jitted, program, t0, options: SearchOptions, progress: boo
         return keep_original(res.error), False
     if res.returned_original:
         return keep_original(res.reason), True
+    # the in-process timing takes as many rounds as the worker's did (`Budget.pair_policy`)
+    timing, _ = options.budget().pair_policy(options.timing, res.baseline.get("full") or 0.0)
     return _finish(fn, args, jitted, program, res.evaluation, report, res.check_inputs, res.check_reference,
-                   res.threshold, keep_original, t0), True
+                   res.threshold, keep_original, t0, timing), True
 
 
 # --- the persistent cache ---------------------------------------------------------------------
@@ -455,7 +459,7 @@ def check_cached(program: Program, numerics: str, run_original: Callable, run_ch
 
 
 def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out, threshold,
-            keep_original, t0) -> OptimizedFunction:
+            keep_original, t0, timing: TimingPolicy = SEARCH) -> OptimizedFunction:
     """Build the optimized callable and check it in this process against jax.jit(fn)."""
     chosen = best.program
     try:
@@ -472,7 +476,7 @@ def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out,
     if not cmp.ok:
         return keep_original(f"final in-process check against jax.jit failed: {cmp.detail}")
     tier = max(cmp.tier, best.verified)
-    s_jit, s_opt = callable_samples([jitted, user], call_args)
+    s_jit, s_opt = callable_samples([jitted, user], call_args, timing)
     t_jit, t_opt = runtime.typical(s_jit), runtime.typical(s_opt)
     ratio, median = t_opt / t_jit, runtime.median_ratio(s_jit, s_opt)
     report.baseline_s, report.optimized_s, report.ratio, report.median_ratio = t_jit, t_opt, ratio, median
