@@ -37,7 +37,8 @@ class About:
     doc: str
     result: bool  # changes what the search returns: part of the cache key
     flag: str | None = None  # command-line flag; None: not offered on the command line
-    cli: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # more argparse settings
+    cli: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # more argparse settings (help: the
+    # flag's help when the doc speaks of Python values)
     key: Callable[[Any], Any] | None = None  # the value's form in the cache key (None: `plain`)
 
 
@@ -121,7 +122,8 @@ class SearchOptions:
 
     patterns: object = dataclasses.field(default=None, metadata=about(
         "Pattern classes/instances/names (default: every value-preserving pattern).",
-        result=True, flag="--patterns", key=_pattern_key, type=_names, metavar="NAME,NAME"))
+        result=True, flag="--patterns", key=_pattern_key, type=_names, metavar="NAME,NAME",
+        help="comma-separated pattern names (default: every value-preserving pattern)"))
     strategy: str | Strategy = dataclasses.field(default="auto", metadata=about(
         "a name from `shlo_env.search.strategies()`, or \"auto\" (by decision-space size: exhaustive "
         "when small, beam search, factorized MCTS when large).",
@@ -147,29 +149,38 @@ class SearchOptions:
         "an external acceptance threshold: a ratio, or a `shlo_env.noise_model.NoiseModel` (the "
         "machine's noise profile) whose \"faster\" threshold at the original's runtime is used; "
         "the stricter of it and the per-program one applies.",
-        result=True, flag="--threshold", type=float, metavar="RATIO"))
+        result=True, flag="--threshold", type=float, metavar="RATIO",
+        help="an external acceptance threshold (a ratio); the stricter of it and the per-program one "
+             "(twice the measured noise, --min-gain) applies"))
     timeout_s: float | None = dataclasses.field(default=None, metadata=about(
         "per compile/run limit in the worker, in seconds (a hang costs one candidate; default "
         "SHLO_ENV_TIMEOUT_S).", result=False, flag="--timeout", type=float, metavar="SECONDS"))
     passes: bool | Sequence[str] = dataclasses.field(default=False, metadata=about(
         "also let the search disable XLA passes: True for the platform's candidates "
         "(`shlo_env.search.passes.candidate_passes()`), or a list of pass names.",
-        result=True, flag="--passes", key=_passes_key, action="store_true"))
+        result=True, flag="--passes", key=_passes_key, action="store_true",
+        help="also let the search disable XLA passes (the platform's candidates, shlo_env.search.passes)"))
     xla_options: bool | str | Sequence[str] = dataclasses.field(default=False, metadata=about(
         "also let the search set XLA compile options: True for the platform's value-preserving ones "
         "(`shlo_env.xla_options`), \"approx\" to add fast math (APPROX tier, looser verification), or "
         "a list of `name=value` tokens. The result compiles with the chosen options.",
         result=True, flag="--xla-options", key=_xla_options_key, nargs="?", const=True,
-        type=_xla_option_arg, metavar="approx|NAME=VALUE,..."))
+        type=_xla_option_arg, metavar="approx|NAME=VALUE,...",
+        help="also let the search set XLA compile options: the platform's value-preserving ones "
+             "(shlo_env.xla_options); 'approx' adds fast math (APPROX tier, looser verification); or "
+             "comma-separated NAME=VALUE tokens. The result is compiled with the options chosen"))
     confirm: bool = dataclasses.field(default=True, metadata=about(
         "re-time the best candidate before accepting it (always, whatever time is left).",
-        result=True, flag="--no-confirm", action="store_false"))
+        result=True, flag="--no-confirm", action="store_false",
+        help="accept the best candidate without timing it again (no confirmation)"))
     final_timing: bool = dataclasses.field(default=True, metadata=about(
         "measure the returned program once more for the report (`optimize` measures its callable "
-        "in-process instead).", result=False, flag="--no-final-timing", action="store_false"))
+        "in-process instead).", result=False, flag="--no-final-timing", action="store_false",
+        help="no final measurement of the returned program for the report"))
     cost: bool = dataclasses.field(default=True, metadata=about(
         "record XLA's cost analysis (flops, bytes) of the original and the returned program.",
-        result=False, flag="--no-cost", action="store_false"))
+        result=False, flag="--no-cost", action="store_false",
+        help="no XLA cost analysis of the original and the returned program"))
     timing: TimingPolicy = dataclasses.field(default=SEARCH, metadata=about(
         "how each side-by-side measurement is taken (`shlo_env.timing.TimingPolicy`).", result=True))
     name: str | None = dataclasses.field(default=None, metadata=about(
@@ -255,10 +266,11 @@ def add_arguments(parser, names: Iterable[str] | None = None, *, defaults: Mappi
         if a.flag is None or (wanted is not None and f.name not in wanted):
             continue
         default = (defaults or {}).get(f.name, f.default)
-        text = (helps or {}).get(f.name, a.doc)
-        if a.cli.get("action") not in ("store_true", "store_false") and default not in (None, False):
+        settings = {k: v for k, v in a.cli.items() if k != "help"}
+        text = (helps or {}).get(f.name, a.cli.get("help", a.doc))
+        if settings.get("action") not in ("store_true", "store_false") and default not in (None, False):
             text += f" (default {default})"
-        target.add_argument(a.flag, dest=f.name, default=default, help=text.replace("%", "%%"), **a.cli)
+        target.add_argument(a.flag, dest=f.name, default=default, help=text.replace("%", "%%"), **settings)
         added.append(f.name)
     return added
 
