@@ -1,0 +1,363 @@
+"""How much of the available gain does the search find? Time every single action alone against
+the original, side by side, and compare the best with what `shlo-env bench` found (issue 31,
+item 7).
+
+    python benchmarks/oracle.py [--dataset zoo] [--programs NAME ...] [--limit N] [--budget 120]
+        [--rounds 3] [--max-sites 4] [--bench-csv results/bench.csv] [--out FILE.md] [--json FILE]
+
+For each program (a seeded `--limit` sample of the dataset, or `--programs`), within `--budget`
+seconds of wall clock, the actions are, in this order:
+
+1. every pattern at all its sites at once (one action per pattern that matches);
+2. every value-preserving XLA option alone (`shlo_env.xla_options.candidate_options()`);
+3. every pattern at one site, at most `--max-sites` sites per pattern (spread over the program),
+   taken round-robin over the patterns.
+
+Patterns are those the search uses by default (numerics tier up to REASSOCIATE; `--approx` adds
+the APPROX ones). A pattern action whose optimized HLO is the original's (after renaming, as
+`benchmarks/pattern_effectiveness.py` compares them) is "same executable", ratio 1, not timed.
+Every other action is verified like a search candidate (`shlo_env.verify.Verifier`, at the
+tier its alternatives or option claim) and, if it passes, timed against the original in a
+worker process: `--rounds` rounds of interleaved A, B, A, B, ... (`--seconds` of pairs each),
+one median-of-pair-ratios per round, the action's ratio being the median over rounds. The
+original is also timed against itself the same way (the A/A control: its spread is the noise).
+The `--confirm` best actions below 1 are timed again for as many rounds, and the oracle's best
+is the lowest ratio over all the rounds of those confirmed (a single lucky round of one action
+among hundreds is not a gain: confirmation is what keeps the maximum honest).
+
+Each program also gets T/roofline: the original's measured time over its roofline floor
+(`shlo_env.roofline`: XLA's flop and byte counts at this machine's peaks, the best of
+`--peak-repeats` measurements; set SHLO_ENV_PEAK_FLOPS / SHLO_ENV_PEAK_BANDWIDTH to skip it).
+
+With `--bench-csv` (the per-program CSV that `shlo-env bench --dataset zoo` writes), the table
+adds the search's ratio and the share of the oracle's gain it reached: (1 - search) / (1 - oracle)
+where the oracle found a gain. The table is Markdown on stdout (and `--out`); `--json` keeps every
+action's ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import pattern_effectiveness as pe  # noqa: E402
+import zoo_gap  # noqa: E402
+
+from shlo_env import corpus, driver, roofline, runtime, xla_options  # noqa: E402
+from shlo_env.bench.datasets import _sample  # noqa: E402 - the bench's seeded sample, so --limit matches bench's
+from shlo_env.numerics import Numerics  # noqa: E402
+from shlo_env.timing import TimingPolicy  # noqa: E402
+from shlo_env.verify import Verifier  # noqa: E402
+from shlo_env.worker import CandidateError, Worker  # noqa: E402
+
+
+@dataclasses.dataclass
+class Action:
+    kind: str  # "all sites", "one site", "option"
+    name: str  # pattern name or option token
+    sites: int = 0
+    decisions: list[int] | None = None  # for patterns: the decision vector over the alternatives
+    options: tuple[str, ...] = ()
+    numerics: Numerics = Numerics.EXACT
+    status: str = "pending"  # same executable | rejected | error | timed | not reached
+    ratios: list[float] = dataclasses.field(default_factory=list)
+    detail: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        if self.status == "same executable":
+            return 1.0
+        return statistics.median(self.ratios) if self.ratios else None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.kind}{f', {self.sites} sites' if self.kind == 'all sites' else ''})"
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["numerics"] = self.numerics.name
+        d["ratio"] = self.ratio
+        return d
+
+
+@dataclasses.dataclass
+class ProgramResult:
+    name: str
+    library: str
+    kind: str
+    ops: int
+    base_ms: float = float("nan")
+    floor_ms: float | None = None
+    control: list[float] = dataclasses.field(default_factory=list)
+    actions: list[Action] = dataclasses.field(default_factory=list)
+    confirmed: list[str] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+    load: tuple[float, float] = (float("nan"), float("nan"))
+    error: str = ""
+
+    @property
+    def t_over_floor(self) -> float | None:
+        return self.base_ms / self.floor_ms if self.floor_ms else None
+
+    def best(self) -> Action | None:
+        """The confirmed action with the lowest ratio (None when none was confirmed below 1)."""
+        confirmed = [a for a in self.actions if a.label in self.confirmed and a.ratio is not None]
+        return min(confirmed, key=lambda a: a.ratio or 1.0) if confirmed else None
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["actions"] = [a.as_dict() for a in self.actions]
+        d["t_over_floor"] = self.t_over_floor
+        best = self.best()
+        d["best"] = best.as_dict() if best else None
+        return d
+
+
+# --- the actions ----------------------------------------------------------------------------------
+
+def pattern_actions(aug, max_sites: int) -> list[Action]:
+    """All-sites actions (one per pattern) and up to `max_sites` one-site actions per pattern."""
+    alts = driver.list_alternatives(aug)
+    picks: dict[str, list[tuple[int, int]]] = {}
+    tiers: dict[str, int] = {}
+    for i, a in enumerate(alts):
+        for k in range(1, a.num_choices):
+            if a.labels[k] not in [lab for lab in a.labels[1:k]]:  # one choice per pattern and site
+                picks.setdefault(a.labels[k], []).append((i, k))
+                tiers[a.labels[k]] = max(tiers.get(a.labels[k], 0), a.tiers[k])
+    out = []
+    for label, sites in sorted(picks.items(), key=lambda kv: -len(kv[1])):
+        vec = [0] * len(alts)
+        for i, k in sites:
+            vec[i] = k
+        out.append(Action("all sites", label, len(sites), vec, numerics=Numerics(tiers[label])))
+    singles = {label: pe._spread(sites, max_sites) for label, sites in picks.items() if len(sites) > 1}
+    for j in range(max(map(len, singles.values()), default=0)):  # round-robin over patterns
+        for label, sites in singles.items():
+            if j < len(sites):
+                i, k = sites[j]
+                vec = [0] * len(alts)
+                vec[i] = k
+                out.append(Action("one site", label, 1, vec, numerics=Numerics(alts[i].tiers[k])))
+    return out
+
+
+def option_actions(approx: bool) -> list[Action]:
+    return [Action("option", t, options=(t,), numerics=xla_options.numerics((t,)))
+            for t in xla_options.candidate_options(approx=approx)]
+
+
+# --- measuring ------------------------------------------------------------------------------------
+
+def time_pair(worker: Worker, base: str, cand: str, options: tuple[str, ...], key: str, rounds: int,
+              seconds: float) -> list[float]:
+    """`rounds` median-of-pair ratios of `cand` (compiled with `options`) over `base`, interleaved."""
+    policy = TimingPolicy(runs=10, warmup=2, min_seconds=seconds)
+    out = []
+    for _ in range(rounds):
+        t_base, t_cand = worker.time_each([(base, ()), (cand, options)], key, policy)
+        out.append(runtime.median_ratio(t_base.samples, t_cand.samples))
+    return out
+
+
+def measure_program(entry, worker: Worker, *, budget_s: float, rounds: int, seconds: float, max_sites: int,
+                    confirm: int, approx: bool, peaks: tuple[float | None, float | None], log=sys.stderr
+                    ) -> ProgramResult:
+    start = time.perf_counter()
+    m = entry.metadata
+    res = ProgramResult(entry.name, m.get("library", "?"), m.get("kind", "?"), m.get("ops", 0))
+    load0 = os.getloadavg()[0]
+    prog = corpus.load(entry.uri)
+    base_text = prog.text()
+    key = f"oracle/{entry.name}"
+    worker.set_inputs(key, runtime.random_inputs(prog.in_specs, 0))
+    try:
+        base_hlo = pe.canonical_hlo(worker.optimized_hlo(base_text))
+        t_base, t_again = worker.time_each([(base_text, ()), (base_text, ())], key,
+                                           TimingPolicy(runs=10, warmup=2, min_seconds=seconds))
+        res.base_ms = t_base.full * 1e3
+        res.control = [runtime.median_ratio(t_base.samples, t_again.samples)]
+        res.control += time_pair(worker, base_text, base_text, (), key, rounds - 1, seconds)
+        floor = roofline.floor_s(worker.cost(base_text), *peaks)
+        res.floor_ms = floor * 1e3 if floor else None
+    except CandidateError as e:
+        res.error = f"original: {e}"
+        return res
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        patterns = [p for p in pe.select_patterns() if approx or p.numerics <= Numerics.REASSOCIATE]
+        aug = driver.augment(prog, patterns)
+    base = driver.strip(aug)
+    verifier = Verifier(base, worker, num_random=2)
+    actions = pattern_actions(aug, max_sites)
+    res.actions = actions[: sum(a.kind == "all sites" for a in actions)] + option_actions(approx) + \
+        [a for a in actions if a.kind == "one site"]
+    print(f"{entry.name}: {m.get('ops')} ops, {res.base_ms:.2f} ms, {len(res.actions)} actions "
+          f"(augment and original {time.perf_counter() - start:.0f} s)", file=log, flush=True)
+    per_action = 0.0
+    for n, a in enumerate(res.actions):
+        elapsed = time.perf_counter() - start
+        if elapsed + per_action > budget_s:
+            break
+        t0 = time.perf_counter()
+        try:
+            if a.decisions is not None:
+                text = driver.apply(aug, a.decisions).text()
+                if pe.canonical_hlo(worker.optimized_hlo(text)) == base_hlo:
+                    a.status = "same executable"
+                    continue
+            else:
+                text = base_text
+            cmp = verifier.check(text, a.options, a.numerics)
+            if not cmp.ok:
+                a.status, a.detail = "rejected", cmp.detail[:120]
+                continue
+            a.ratios = time_pair(worker, base_text, text, a.options, key, rounds, seconds)
+            a.status = "timed"
+        except (CandidateError, driver.ApplyError) as e:
+            a.status, a.detail = "error", str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+        finally:
+            took = time.perf_counter() - t0
+            per_action = max(per_action * 0.7 + took * 0.3, took if n == 0 else 0.0)
+    for a in res.actions:
+        if a.status == "pending":
+            a.status = "not reached"
+    # Confirm the best few: as many rounds again, and the best over all of them.
+    best = sorted((a for a in res.actions if a.status == "timed" and (a.ratio or 1.0) < 1.0),
+                  key=lambda a: a.ratio or 1.0)[:confirm]
+    for a in best:
+        text = driver.apply(aug, a.decisions).text() if a.decisions is not None else base_text
+        try:
+            a.ratios += time_pair(worker, base_text, text, a.options, key, rounds, seconds)
+            res.confirmed.append(a.label)
+        except CandidateError as e:
+            a.detail = f"confirmation failed: {e}"
+    worker.drop_inputs([key])
+    res.seconds = time.perf_counter() - start
+    res.load = (load0, os.getloadavg()[0])
+    return res
+
+
+# --- reporting ------------------------------------------------------------------------------------
+
+def read_bench_csv(path: str | None) -> dict[str, float]:
+    """name -> the search's final ratio, from `shlo-env bench`'s per-program CSV."""
+    if not path:
+        return {}
+    out = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            if row.get("ratio") not in (None, ""):
+                out[row["name"]] = float(row["ratio"])
+    return out
+
+
+def _fmt(x: float | None, spec: str = ".3f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def table(results: list[ProgramResult], search: dict[str, float]) -> str:
+    lines = ["| program | library | kind | ops | ms | T/roofline | actions timed / same / rejected / not reached "
+             "| A/A control | oracle best | best action | search | share of gain |",
+             "|---|---|---|---:|---:|---:|---|---|---:|---|---:|---:|"]
+    for r in results:
+        if r.error:
+            lines.append(f"| {r.name} | {r.library} | {r.kind} | {r.ops} | - | - | {r.error[:60]} | | | | | |")
+            continue
+        count = {s: sum(a.status == s for a in r.actions) for s in ("timed", "same executable", "rejected",
+                                                                        "error", "not reached")}
+        best = r.best()
+        oracle = best.ratio if best else 1.0
+        s = search.get(r.name)
+        share = None
+        if s is not None and oracle < 1.0:
+            share = (1.0 - s) / (1.0 - oracle)
+        control = " ".join(f"{c:.3f}" for c in r.control)
+        lines.append(
+            f"| {r.name} | {r.library} | {r.kind} | {r.ops} | {r.base_ms:.2f} | {_fmt(r.t_over_floor, '.1f')} | "
+            f"{count['timed']} / {count['same executable']} / {count['rejected'] + count['error']} / "
+            f"{count['not reached']} | {control} | {oracle:.3f} | {best.label if best else '(none below 1)'} | "
+            f"{_fmt(s)} | {_fmt(share, '.0%')} |")
+    return "\n".join(lines)
+
+
+def detail(results: list[ProgramResult], top: int = 5) -> str:
+    """Per program, the `top` actions by ratio with every round."""
+    out = []
+    for r in results:
+        timed = sorted((a for a in r.actions if a.ratios), key=lambda a: a.ratio or 1.0)[:top]
+        if not timed:
+            continue
+        out.append(f"\n{r.name} (load {r.load[0]:.1f}-{r.load[1]:.1f}, {r.seconds:.0f} s):")
+        out += [f"- {a.label}: {a.ratio:.3f} (rounds {' '.join(f'{x:.3f}' for x in a.ratios)})"
+                + (" confirmed" if a.label in r.confirmed else "") for a in timed]
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="zoo", help="a corpus dataset name (default: zoo)")
+    ap.add_argument("--programs", nargs="*", help="programs by name (default: all, or --limit of them)")
+    ap.add_argument("--limit", type=int, help="a seeded sample of this many programs (bench's sample)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--budget", type=float, default=120.0, help="wall seconds per program (default 120)")
+    ap.add_argument("--rounds", type=int, default=3, help="timing rounds per action (default 3)")
+    ap.add_argument("--seconds", type=float, default=0.5, help="seconds of A,B pairs per round (default 0.5)")
+    ap.add_argument("--max-sites", type=int, default=4, help="one-site actions per pattern (default 4)")
+    ap.add_argument("--confirm", type=int, default=3, help="best actions timed again (default 3)")
+    ap.add_argument("--approx", action="store_true", help="include APPROX patterns and options")
+    ap.add_argument("--peak-repeats", type=int, default=30, help="roofline peak measurements, best kept")
+    ap.add_argument("--bench-csv", help="per-program CSV of `shlo-env bench` on the same dataset")
+    ap.add_argument("--out", help="also write the Markdown here")
+    ap.add_argument("--json", help="write every action's ratios here")
+    args = ap.parse_args(argv)
+    if args.budget <= 0 or args.rounds < 1:
+        ap.error("--budget must be > 0 and --rounds >= 1")
+    entries = corpus.entries(args.dataset)
+    if args.programs:
+        known = {e.name for e in entries}
+        missing = sorted(set(args.programs) - known)
+        if missing:
+            ap.error(f"unknown programs {missing} in {args.dataset}")
+        entries = [e for e in entries if e.name in args.programs]
+    entries = _sample(entries, args.limit, args.seed)
+    flops, bandwidth, source = zoo_gap.peak_rates(args.peak_repeats)
+    print(f"peaks: {flops or 0:.3g} flop/s, {bandwidth or 0:.3g} B/s ({source})", file=sys.stderr)
+    search = read_bench_csv(args.bench_csv)
+    results = []
+    with Worker(timeout_s=300) as worker:
+        for e in entries:
+            r = measure_program(e, worker, budget_s=args.budget, rounds=args.rounds, seconds=args.seconds,
+                                max_sites=args.max_sites, confirm=args.confirm, approx=args.approx,
+                                peaks=(flops, bandwidth))
+            best = r.best()
+            print(f"  -> {r.name}: oracle {best.ratio if best else 1.0:.3f} "
+                  f"({best.label if best else 'none below 1'}), {r.seconds:.0f} s", file=sys.stderr, flush=True)
+            results.append(r)
+    loads = [x for r in results for x in r.load]
+    header = (f"Oracle on {args.dataset}: {len(results)} programs, budget {args.budget:g} s each, {args.rounds} rounds "
+              f"of {args.seconds:g} s per action, {runtime.platform()}, peaks {flops or 0:.3g} flop/s and "
+              f"{bandwidth or 0:.3g} B/s ({source}); load average {min(loads, default=0):.1f}-"
+              f"{max(loads, default=0):.1f}.")
+    text = "\n".join([header, "", table(results, search), detail(results), ""])
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"header": header, "programs": [r.as_dict() for r in results]},
+                                              indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
