@@ -12,6 +12,7 @@ import collections
 import contextlib
 import dataclasses
 import gc
+import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
@@ -41,6 +42,13 @@ class AugmentStats:
     dropped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     cycles: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     errors: dict[str, str] = dataclasses.field(default_factory=dict)
+    # ops looked at for matches, of all: fewer when `augment`'s deadline came first
+    scanned: int = 0
+    ops: int = 0
+
+    @property
+    def cut(self) -> bool:
+        return self.scanned < self.ops
 
 
 # --- walking ----------------------------------------------------------------------------------
@@ -84,8 +92,11 @@ def _values_in(obj, out: list) -> list:
 # --- augment ----------------------------------------------------------------------------------
 
 def augment(program: Program, patterns=None, *, inplace: bool = False,
-            stats: AugmentStats | None = None) -> Program:
+            stats: AugmentStats | None = None, deadline: float | None = None) -> Program:
     """Record every match of every pattern as an alternatives op (dry mode).
+
+    `deadline` (a `time.perf_counter()` value): stop looking for matches then, and record those
+    found so far, in the ops before (`stats.scanned` of `stats.ops`): a search's budget bounds it.
 
     Matches are collected on the unchanged program first, so overlapping matches all count.
     Several patterns matching the same roots share one alternatives op. A pattern that raises
@@ -96,7 +107,7 @@ def augment(program: Program, patterns=None, *, inplace: bool = False,
     stats = stats if stats is not None else AugmentStats()
     prog = program if inplace else program.clone()
     with ir_scope(), _collector_paused():
-        groups, cyclic = _collect_matches(prog, patterns, stats)
+        groups, cyclic = _collect_matches(prog, patterns, stats, deadline)
         redirect: dict[ir.Value, ir.Value] = {}
         orders = _Orders()
         for roots, members in groups.items():
@@ -118,7 +129,8 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _collect_matches(prog: Program, patterns: Sequence[Pattern], stats: AugmentStats):
+def _collect_matches(prog: Program, patterns: Sequence[Pattern], stats: AugmentStats,
+                     deadline: float | None = None):
     by_op: dict[str, list[Pattern]] = collections.defaultdict(list)
     for p in patterns:
         for name in p.roots():
@@ -129,7 +141,11 @@ def _collect_matches(prog: Program, patterns: Sequence[Pattern], stats: AugmentS
     broken: set[str] = set()
     groups: dict[tuple, list[tuple[Pattern, Match]]] = {}
     with match_cache.indexed(prog.body) as index:  # matching never changes the program
+        stats.ops = stats.scanned = len(index.ops)
         for i, (op, name) in enumerate(zip(index.ops, index.names)):
+            if deadline is not None and i % 64 == 0 and time.perf_counter() >= deadline:
+                stats.scanned = i
+                break
             if name not in by_op:
                 continue
             key = (name, index.operand_producers(i))

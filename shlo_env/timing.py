@@ -95,6 +95,7 @@ class Budget:
     # returns what it cut ("" when nothing), for the report.
     pair_share: float = 0.05  # one side-by-side timing of two programs
     verify_share: float = 0.05  # the original's runs on all the input sets
+    augment_share: float = 0.1  # matching the patterns on the original (`driver.augment`)
 
     def pair_policy(self, policy: TimingPolicy, call_s: float) -> tuple[TimingPolicy, str]:
         """`policy`, with fewer rounds where one pair timing would take more than `pair_share`

@@ -67,3 +67,16 @@ def test_a_slow_program_still_gets_a_search(budget):
     assert res.status == "ok", res.error
     assert wall <= 1.1 * budget + SLACK_S, (wall, res.phases, res.cuts)
     assert res.candidates_evaluated >= 1, (res.reason, res.phases, res.cuts)
+
+
+def test_augment_stops_matching_at_its_deadline_and_says_how_far_it_got():
+    from shlo_env.driver import AugmentStats, augment, list_alternatives
+
+    rng = np.random.default_rng(0)
+    A, B = (rng.standard_normal((8, 8)).astype(np.float32) for _ in range(2))
+    program = se.lower(lambda A, B: [(A @ B) @ A for _ in range(200)], A, B)
+    full, cut = AugmentStats(), AugmentStats()
+    alts = list_alternatives(augment(program, stats=full))
+    assert alts and full.scanned == full.ops and not full.cut
+    assert list_alternatives(augment(program, stats=cut, deadline=time.perf_counter())) == []
+    assert cut.cut and cut.scanned == 0 and cut.ops == full.ops

@@ -47,6 +47,7 @@ from contextlib import AbstractContextManager
 import numpy as np
 
 from shlo_env import memory, xla_options as option_actions
+from shlo_env.driver import AugmentStats, augment, list_alternatives
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
 from shlo_env.noise_model import NoiseModel, accepts
@@ -342,6 +343,8 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             ctx = _RecordingContext(program, resolve_patterns(o.patterns), evaluator,
                                     deadline=search_deadline, max_steps=o.max_steps,
                                     progress=bar, threshold=thr, passes=offered, seed=o.seed)
+            _augment_root(ctx, min(search_deadline, time.perf_counter() + budget.augment_share * budget.total_s),
+                          cuts)
             root = ctx.expand(ctx.root)
             phase("expand")
             res.decision_space, res.num_alternatives = root.size, root.num_rewrites
@@ -436,6 +439,20 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
         res.total_s = time.perf_counter() - t0
         res.cuts = tuple(cuts)
     return res
+
+
+def _augment_root(ctx: SearchContext, deadline: float, cuts: list[str]) -> None:
+    """Augment the original once, matching until `deadline` (the expansion of the root then
+    reads it from the shared caches); a cut is recorded with the share of ops matched."""
+    if ctx.root.hash in ctx.caches.augmented:
+        return
+    stats = AugmentStats()
+    augmented = augment(ctx.original, list(ctx.patterns), stats=stats, deadline=deadline)
+    ctx.caches.augmented[ctx.root.hash] = (augmented, list_alternatives(augmented))
+    ctx.caches.expansions += 1
+    if stats.cut:
+        cuts.append(f"augment: patterns matched on the first {stats.scanned} of {stats.ops} ops "
+                    f"(its share of the budget ran out)")
 
 
 def _probe(worker: Runner, program: Program, seed: int, deadline: float) -> float:
