@@ -14,6 +14,7 @@ from shlo_env.bench import SweepOptions
 from shlo_env.bench.options import SEARCH_FIELDS
 from shlo_env.bench import cli as bench_cli
 from shlo_env.noise_model import NoiseModel
+from shlo_env.optimize import DEFAULTS
 from shlo_env.search import options as search_options
 from shlo_env.search.options import SearchOptions, declaration, option_fields, options_from, result_fields
 from shlo_env.timing import TimingPolicy
@@ -101,7 +102,7 @@ def test_unknown_options_are_a_clear_type_error():
 def test_optimize_and_jit_take_the_options_object(program):
     f = se.jit(colsum, options=SearchOptions(budget_s=7.0, seed=2), seed=3)
     assert f.options == SearchOptions(budget_s=7.0, seed=3)
-    assert se.jit(colsum).options.budget_s == se.optimize.__globals__["DEFAULTS"].budget_s
+    assert se.jit(colsum).options == DEFAULTS  # optimize's defaults
 
 
 def _parser_with(add) -> argparse.ArgumentParser:
