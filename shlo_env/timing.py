@@ -99,11 +99,12 @@ class Budget:
 
     def pair_policy(self, policy: TimingPolicy, call_s: float) -> tuple[TimingPolicy, str]:
         """`policy`, with fewer rounds where one pair timing would take more than `pair_share`
-        of the budget (at least 1 warmup and 2 timed rounds, and no `min_seconds` padding)."""
+        of the budget: at least 2 timed rounds, no `min_seconds` padding, and no warmup (every
+        program timed has run before: the original in the probe, a candidate in verification)."""
         if not call_s > 0 or policy_seconds(policy, call_s) <= self.pair_share * self.total_s:
             return policy, ""
         rounds = int(self.pair_share * self.total_s / (2 * call_s))
-        warmup = min(policy.warmup, 1)
+        warmup = 0
         runs = max(2, min(policy.runs, rounds - warmup))
         cut = policy.with_(warmup=warmup, runs=runs, min_seconds=0.0, max_rounds=runs)
         return cut, (f"timing: {warmup} warmup + {runs} timed rounds per pair instead of {policy.warmup} + "

@@ -24,7 +24,7 @@ def test_pair_policy_fits_a_share_of_the_budget():
     b = Budget(20.0)
     policy, cut = b.pair_policy(SEARCH, 2.0)
     assert policy_seconds(SEARCH, 2.0) > b.pair_share * b.total_s  # the fixed policy would not fit
-    assert policy.warmup == 1 and policy.runs == 2 and policy.min_seconds == 0.0 and "2 timed rounds" in cut
+    assert policy.warmup == 0 and policy.runs == 2 and policy.min_seconds == 0.0 and "2 timed rounds" in cut
     fast, none = b.pair_policy(SEARCH, 1e-4)
     assert fast == SEARCH and none == ""
 

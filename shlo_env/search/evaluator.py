@@ -303,11 +303,12 @@ class Evaluator:
         noise on this machine (the median, so that one load spike from another process does
         not set the threshold for the whole search; a lucky candidate is caught by the
         confirming re-time and the final in-process check instead). Stops repeating once
-        `max_seconds` have passed (a slow program gets one measurement, not three)."""
+        `max_seconds` would pass during the next one (a slow program gets one, not three)."""
         ratios: list[float] = []
         start = time.perf_counter()
         for _ in range(repeats):
-            if ratios and max_seconds is not None and time.perf_counter() - start > max_seconds:
+            spent = time.perf_counter() - start
+            if ratios and max_seconds is not None and spent * (1 + 1 / len(ratios)) > max_seconds:
                 break
             a, b = self.worker.time([self.baseline_text, self.baseline_text], self._keys[0], self.timing,
                                     self.disabled_passes, timeout_s=self._timeout())

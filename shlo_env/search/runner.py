@@ -307,12 +307,12 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
         num_random, cut = budget.random_sets(o.num_random, call_s, int(program.example_args is not None))
         cuts += [cut] if cut else []
         pair_s = policy_seconds(timing, call_s)
-        restarts = getattr(base_worker, "restarts", 0)
+        pid = getattr(base_worker, "pid", None)
 
         def setup_s() -> float:
             """What a step costs besides its calls: the worker's start and the compiles again
-            (as long as the probe took) once a request cut at the budget restarted the worker."""
-            return phases["compile"] if getattr(base_worker, "restarts", 0) > restarts else 0.0
+            (as long as the probe took) once a request cut at the budget killed the worker."""
+            return phases["compile"] if getattr(base_worker, "pid", None) != pid else 0.0
         with Evaluator(program, worker=w, num_random=num_random, seed=o.seed, timing=timing,
                        max_bytes=memory_allowance(o.budget_s)) as evaluator:
             evaluator.hard_deadline = budget.hard_deadline(t0)
