@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_worker import HANG  # an endless while loop
 
 from shlo_env.worker import TEST_DELAY_VAR
 
@@ -42,19 +43,6 @@ f = shlo_env.jit(lambda x: jnp.tanh(x) * 2.0, background=True, budget_s=60)
 f(jnp.ones(8, jnp.float32)).block_until_ready()  # jax.jit's answer; the search goes on meanwhile
 time.sleep(600)
 """
-
-HANG = """
-func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {
-  %r = stablehlo.while(%x = %arg0) : tensor<2xf32>
-   cond {
-    %t = stablehlo.constant dense<true> : tensor<i1>
-    stablehlo.return %t : tensor<i1>
-  } do {
-    %y = stablehlo.add %x, %x : tensor<2xf32>
-    stablehlo.return %y : tensor<2xf32>
-  }
-  return %r : tensor<2xf32>
-}"""
 
 # A Worker busy in XLA (an endless loop), started from the main thread or from another thread
 # (there only the watching thread, not the kernel's parent-death signal, stops it).
