@@ -302,11 +302,9 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             return res
         finally:
             phase("compile")
-        timing, cut = budget.pair_policy(o.timing, call_s)
-        cuts += [cut] if cut else []
+        timing, timing_cut = budget.pair_policy(o.timing, call_s)
         num_random, cut = budget.random_sets(o.num_random, call_s, int(program.example_args is not None))
         cuts += [cut] if cut else []
-        pair_s = policy_seconds(timing, call_s)
         pid = getattr(base_worker, "pid", None)
 
         def setup_s() -> float:
@@ -321,6 +319,12 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
                 phase("originals")
                 res.noise = evaluator.measure_noise(max_seconds=budget.noise_s)
                 phase("noise")
+                # the first call (the probe) can be slower than later ones: the search's timing
+                # is sized by the steady call time the noise measurement took
+                if evaluator.baseline_s > 0:
+                    call_s = evaluator.baseline_s
+                    timing, timing_cut = budget.pair_policy(o.timing, call_s)
+                    evaluator.timing = timing
             except CandidateError as e:
                 if evaluator._budget_cut(e) is None:
                     res.status, res.error = "error", f"the original does not run in the worker: {e}"
@@ -338,6 +342,8 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             res.threshold = thr
             bar = progress if isinstance(progress, Progress) else Progress(bool(progress), label=name,
                                                                           budget_s=budget.total_s)
+            cuts += [timing_cut] if timing_cut else []
+            pair_s = policy_seconds(timing, call_s)
             # the search ends early enough to confirm and measure its winner within the budget
             search_deadline = min(budget.search_deadline(t0), budget.deadline(t0) - budget.reserve_s(pair_s))
             ctx = _RecordingContext(program, resolve_patterns(o.patterns), evaluator,
