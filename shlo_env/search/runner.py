@@ -345,7 +345,7 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             cuts += [timing_cut] if timing_cut else []
             pair_s = policy_seconds(timing, call_s)
             # the search ends early enough to confirm and measure its winner within the budget
-            search_deadline = min(budget.search_deadline(t0), budget.deadline(t0) - budget.reserve_s(pair_s))
+            search_deadline = min(budget.search_deadline(t0), budget.hard_deadline(t0) - budget.reserve_s(pair_s))
             ctx = _RecordingContext(program, resolve_patterns(o.patterns), evaluator,
                                     deadline=search_deadline, max_steps=o.max_steps,
                                     progress=bar, threshold=thr, passes=offered, seed=o.seed)
@@ -376,12 +376,13 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             res.search_best, res.stats = best, stats
             res.search_ratio = best.ratio if best.ok and best.key != evaluator.original_key else math.nan
 
-            # confirmation and final measurement: each only if it fits in what is left
-            evaluator.hard_deadline = budget.deadline(t0)
+            # confirmation and the check's reference: only if they fit before the hard deadline
+            # (the rest is the caller's: `optimize` builds and checks the callable in it)
             res.total_s = time.perf_counter() - t0  # so far (the reason may cite it); set again at the end
             retime_s = policy_seconds(timing, max(call_s, best.time_s) if best.timed else call_s) + setup_s()
-            if o.confirm and best.key != evaluator.original_key and best.ok and budget.left(t0) < retime_s:
-                cuts.append(f"confirmation: {budget.left(t0):.1f} s left, a re-time takes {retime_s:.1f} s; "
+            left = budget.hard_deadline(t0) - time.perf_counter()
+            if o.confirm and best.key != evaluator.original_key and best.ok and left < retime_s:
+                cuts.append(f"confirmation: {left:.1f} s left, a re-time takes {retime_s:.1f} s; "
                             f"the best candidate is not taken")
                 res.reason = "no time left to confirm the best candidate"
                 accepted = False
@@ -411,23 +412,23 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             if accepted and best.verified is not Numerics.EXACT:
                 # float64 outputs of the original on set 0, and their sensitivity, for the caller's
                 # in-process check; an EXACT winner is checked bitwise and needs none
-                if budget.left(t0) < 4 * call_s:
-                    cuts.append(f"float64 reference for the in-process check: {budget.left(t0):.1f} s left")
+                try:
+                    res.check_reference = (evaluator.references()[0], evaluator.sensitivity(0))
+                except CandidateError as e:
                     res.check_reference = (None, None)
-                else:
-                    try:
-                        res.check_reference = (evaluator.references()[0], evaluator.sensitivity(0))
-                    except CandidateError:
-                        res.check_reference = (None, None)
+                    if evaluator._budget_cut(e) is not None:
+                        cuts.append("float64 reference for the in-process check: the hard deadline came first "
+                                    "(the caller's check then keeps the original)")
                 phase("reference")
 
+            evaluator.hard_deadline = budget.deadline(t0)  # the final measurement: the whole budget
             if o.final_timing:
                 final_s = policy_seconds(timing, call_s, 2 if accepted else 1) + setup_s()
                 if budget.left(t0) < final_s:
                     cuts.append(f"final measurement: {budget.left(t0):.1f} s left, it takes {final_s:.1f} s "
                                 f"(the search's timings are reported)")
                 else:
-                    _final_measurement(res, evaluator, w, best if accepted else None)
+                    _final_measurement(res, evaluator, w, best if accepted else None, max(0.5, budget.left(t0)))
                 phase("final")
             if not res.baseline:
                 res.baseline = {"full": evaluator.baseline_s, "async": None, "compute": None, "runs": None}
@@ -507,23 +508,24 @@ def _decide(res: ProgramResult, evaluator: Evaluator, best, space: int, thr: flo
     return True
 
 
-def _final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best) -> None:
+def _final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best, timeout_s: float | None = None) -> None:
     """Time the returned program (side by side with the original when it is a rewrite), on
     the search's input set 0 (already in the worker: no second copy of a large model's inputs)."""
     key = evaluator.verifier.keys[0]
     base_passes = evaluator.disabled_passes
     try:
         if best is None:
-            (t,) = worker.time([evaluator.baseline_text], key, evaluator.timing, base_passes)
+            (t,) = worker.time([evaluator.baseline_text], key, evaluator.timing, base_passes, timeout_s=timeout_s)
             res.baseline = res.best = _timing(t)
             res.ratio = 1.0
             return
         text = best.program.text()
         if best.actions:
             tb, tc = worker.time_each([(evaluator.baseline_text, base_passes),
-                                       (text, evaluator.compile_tokens(best.actions))], key, evaluator.timing)
+                                       (text, evaluator.compile_tokens(best.actions))], key, evaluator.timing,
+                                      timeout_s=timeout_s)
         else:
-            tb, tc = worker.time([evaluator.baseline_text, text], key, evaluator.timing, base_passes)
+            tb, tc = worker.time([evaluator.baseline_text, text], key, evaluator.timing, base_passes, timeout_s=timeout_s)
         res.baseline, res.best = _timing(tb), _timing(tc)
         res.ratio = tc.full / tb.full
     except CandidateError as e:
