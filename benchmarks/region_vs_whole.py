@@ -100,6 +100,7 @@ def run_program(name: str, program, worker: Worker, n_sites: int, seed: int, rep
     for s, r, res in zip(sites, regions, results):
         whole = math.nan
         again: list[float] = []
+        paired: list[float] = []  # median per-call ratios of the same reference timings
         t0 = time.perf_counter()
         try:
             text = driver.apply(aug, {s: 1}).text()
@@ -110,6 +111,7 @@ def run_program(name: str, program, worker: Worker, n_sites: int, seed: int, rep
             for _ in range(repeats - 1):  # a steadier reference, not counted as a search's cost
                 tb, ta = worker.time([base, text], "whole", REFERENCE)
                 again.append(ta.full / tb.full)
+                paired.append(runtime.median_ratio(tb.samples, ta.samples))
         except Exception as e:  # noqa: BLE001 - a candidate that fails is a row, not a crash
             print(f"{name} site {s}: whole failed: {e}", file=sys.stderr)
         rows.append({"program": name, "site": s, "pattern": r.labels[s][1], "bound": bounds[s],
@@ -118,6 +120,8 @@ def run_program(name: str, program, worker: Worker, n_sites: int, seed: int, rep
                      "predicted_t": res.predicted_from_time(prof.wall_s) if not res.error else math.nan,
                      "once": whole, "wholes": [whole] + again,
                      "measured": float(np.median(again)) if again else whole,
+                     "measured_paired": float(np.median(paired)) if paired else math.nan,
+                     "predicted_paired": (1 - r.share * (1 - res.median_ratio)) if r.share is not None else math.nan,
                      "region_ms": res.before_s * 1e3, "compile_s": res.compile_s, "error": res.error})
     return rows, info | {"region_s": t_region, "boundary_s": t_boundary, "whole_s": t_whole, "base_s": t_base,
                          "n": len(sites), "fallbacks": sum(r.whole for r in regions)}
@@ -156,7 +160,11 @@ def report(rows: list[dict], infos: list[dict], load: str, repeats: int) -> str:
             f"- predicted (share), cut regions only: {_rank(cut, 'predicted')}",
             f"- predicted (time), all candidates: {_rank(rows, 'predicted_t')}",
             f"- region ratio alone, cut regions only: {_rank(cut, 'region_ratio')}",
-            f"- for scale, the search's own whole timing: {_rank(rows, 'once')}"]
+            f"- predicted (share) from paired median ratios on both sides: "
+            f"{_rank(rows, 'predicted_paired', 'measured_paired')}",
+            f"- for scale, the search's own whole timing: {_rank(rows, 'once')}",
+            f"- for scale, whole against whole where the region fell back to the whole program: "
+            f"{_rank([r for r in rows if r['whole']], 'region_ratio')}"]
     big = [r for r in rows if r["predicted"] is not None and not math.isnan(r["measured"])
            and (abs(r["measured"] - 1) > 0.03 or abs(r["predicted"] - 1) > 0.03)]
     agree = sum((r["predicted"] < 1) == (r["measured"] < 1) for r in big)

@@ -110,6 +110,7 @@ def test_evaluation_gives_ratios_and_the_predicted_whole_ratio(mlp):
     res, = region.evaluate_regions(InProcess(), cands, inputs=inputs)
     assert not res.error and res.ratio > 0 and res.before_s > 0 and res.compile_s > 0
     assert res.predicted == pytest.approx(1 - res.share * (1 - res.ratio))
+    assert res.predicted_from_time(2.0) == pytest.approx(1 + (res.after_s - res.before_s) / 2.0)
     on_executor, = region.evaluate_regions_on(LocalExecutor(workers=1), cands, inputs=inputs)
     assert not on_executor.error and on_executor.ratio > 0
 
