@@ -42,15 +42,15 @@ from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program, ir_scope
 from shlo_env.noise_model import accepts
 from shlo_env.search import option_screen, site_heat
-from shlo_env.search.evaluator import Evaluation, Evaluator
-from shlo_env.search.passes import describe, state_key
+from shlo_env.search.evaluator import Evaluation, Evaluator, Keyed
+from shlo_env.search.passes import describe
 from shlo_env.xla_options import Action, SetOption, normalize
 
 
 # --- states and decisions -----------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class State:
+class State(Keyed):
     """A program and the XLA actions it is compiled with (`xla_options.normalize`d)."""
 
     program: Program
@@ -60,15 +60,6 @@ class State:
     @classmethod
     def of(cls, program: Program, actions=()) -> "State":
         return cls(program, dag_hash(program), normalize(actions))
-
-    @property
-    def key(self) -> str:
-        return state_key(self.hash, self.actions)
-
-    @property
-    def passes(self) -> tuple[str, ...]:
-        """The XLA actions as tokens."""
-        return xla_options.tokens(self.actions)
 
     def __repr__(self) -> str:
         what = list(self.program.applied) + [f"-{p}" for p in self.passes]

@@ -55,8 +55,26 @@ class Measurement:
     reused_from: str = ""  # key of the state this timing was taken from (the same executable)
 
 
+class Keyed:
+    """What a (DAG hash, XLA actions) pair is called: its cache key and its actions as tokens
+    (`State` and `Evaluation` both are such a pair)."""
+
+    hash: str
+    actions: tuple[Action, ...]
+
+    @property
+    def key(self) -> str:
+        """The cache key: (DAG hash, XLA actions)."""
+        return state_key(self.hash, self.actions)
+
+    @property
+    def passes(self) -> tuple[str, ...]:
+        """The XLA actions as tokens (pass names, `name=value` options)."""
+        return xla_options.tokens(self.actions)
+
+
 @dataclasses.dataclass
-class Evaluation:
+class Evaluation(Keyed):
     """What is known about one state: its `status` (with the `failure` kind when rejected),
     the tier verification established, and its timing when it has one. `ratio` and the other
     timing properties are NaN (unknown) unless `timed`; test `timed` first."""
@@ -71,16 +89,6 @@ class Evaluation:
     measurement: Measurement | None = None
     comparison: Comparison | None = None
     cost: dict | None = None
-
-    @property
-    def key(self) -> str:
-        """The cache key: (DAG hash, XLA actions)."""
-        return state_key(self.hash, self.actions)
-
-    @property
-    def passes(self) -> tuple[str, ...]:
-        """The XLA actions as tokens (pass names, `name=value` options)."""
-        return xla_options.tokens(self.actions)
 
     @property
     def applied(self) -> tuple[str, ...]:
