@@ -103,7 +103,12 @@ def write_program(program: Program, dest: str) -> None:
     compress = _COMPRESSORS.get(path.suffix)
     inner = path.with_suffix("") if compress else path
     data = program.bytecode() if inner.suffix == ".mlirbc" else program.text().encode()
-    path.write_bytes(compress(data) if compress else data)
+    tmp = path.with_name(path.name + ".partial")  # renamed once complete: Ctrl-C never leaves half a file
+    try:
+        tmp.write_bytes(compress(data) if compress else data)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
