@@ -172,3 +172,22 @@ def test_a_worker_busy_in_xla_dies_with_its_killed_caller(tmp_path, thread):
     finally:
         _kill_quietly(proc.pid)
         proc.wait()
+
+
+def test_an_interrupted_write_leaves_the_output_as_it_was(tmp_path, monkeypatch):
+    from shlo_env.import_ import load
+    from shlo_env.optimize_file import write_program
+
+    out = tmp_path / "out.mlir"
+    out.write_text("the previous run's module")
+    real = Path.write_bytes
+
+    def half_then_ctrl_c(self, data):
+        real(self, data[: len(data) // 2])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_bytes", half_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        write_program(load(TINY), str(out))
+    assert [p.name for p in tmp_path.iterdir()] == ["out.mlir"]  # no half-written file beside it
+    assert out.read_text() == "the previous run's module"
