@@ -26,13 +26,15 @@ is the lowest ratio over all the rounds of those confirmed (a single lucky round
 among hundreds is not a gain: confirmation is what keeps the maximum honest).
 
 Each program also gets T/roofline: the original's measured time over its roofline floor
-(`shlo_env.roofline`: XLA's flop and byte counts at this machine's peaks, the best of
-`--peak-repeats` measurements; set SHLO_ENV_PEAK_FLOPS / SHLO_ENV_PEAK_BANDWIDTH to skip it).
+(`shlo_env.roofline`: XLA's flop and byte counts at this machine's peaks, `zoo_gap.peak_rates`:
+the best of `--peak-repeats` measurements over several matmul sizes; set SHLO_ENV_PEAK_FLOPS /
+SHLO_ENV_PEAK_BANDWIDTH to skip it).
 
 With `--bench-csv` (the per-program CSV that `shlo-env bench --dataset zoo` writes), the table
 adds the search's ratio and the share of the oracle's gain it reached: (1 - search) / (1 - oracle)
-where the oracle found a gain. The table is Markdown on stdout (and `--out`); `--json` keeps every
-action's ratios.
+where the oracle found a gain larger than the A/A control's spread. The table is Markdown on stdout (and `--out`); `--json` keeps every
+action's ratios, and `--from-json FILE --bench-csv CSV` prints the table again against another
+bench run without measuring anything.
 """
 
 from __future__ import annotations
@@ -110,9 +112,25 @@ class ProgramResult:
         return self.base_ms / self.floor_ms if self.floor_ms else None
 
     def best(self) -> Action | None:
-        """The confirmed action with the lowest ratio (None when none was confirmed below 1)."""
-        confirmed = [a for a in self.actions if a.label in self.confirmed and a.ratio is not None]
+        """The confirmed action with the lowest ratio (None when none stayed below 1 once confirmed)."""
+        confirmed = [a for a in self.actions if a.label in self.confirmed and (a.ratio or 1.0) < 1.0]
         return min(confirmed, key=lambda a: a.ratio or 1.0) if confirmed else None
+
+    @property
+    def noise(self) -> float:
+        """The A/A control's largest deviation from 1: a ratio closer to 1 than this is no evidence."""
+        return max((abs(c - 1.0) for c in self.control), default=float("nan"))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ProgramResult":
+        """Back from `as_dict` (for --from-json)."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        r = cls(**{k: v for k, v in d.items() if k in fields and k != "actions"})
+        action_fields = {f.name for f in dataclasses.fields(Action)}
+        r.actions = [Action(**{k: v for k, v in a.items() if k in action_fields and k != "numerics"},
+                            numerics=Numerics[a["numerics"]]) for a in d["actions"]]
+        r.load = tuple(r.load)  # type: ignore[assignment]
+        return r
 
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -141,7 +159,8 @@ def pattern_actions(aug, max_sites: int) -> list[Action]:
         for i, k in sites:
             vec[i] = k
         out.append(Action("all sites", label, len(sites), vec, numerics=Numerics(tiers[label])))
-    singles = {label: pe._spread(sites, max_sites) for label, sites in picks.items() if len(sites) > 1}
+    singles = {label: pe._spread(sites, max_sites) for label, sites in picks.items()
+               if len(sites) > 1 and max_sites > 0}
     for j in range(max(map(len, singles.values()), default=0)):  # round-robin over patterns
         for label, sites in singles.items():
             if j < len(sites):
@@ -268,11 +287,11 @@ def _fmt(x: float | None, spec: str = ".3f") -> str:
 
 def table(results: list[ProgramResult], search: dict[str, float]) -> str:
     lines = ["| program | library | kind | ops | ms | T/roofline | actions timed / same / rejected / not reached "
-             "| A/A control | oracle best | best action | search | share of gain |",
-             "|---|---|---|---:|---:|---:|---|---|---:|---|---:|---:|"]
+             "| A/A control | oracle best | beyond the A/A spread | best action | search | share of gain |",
+             "|---|---|---|---:|---:|---:|---|---|---:|---|---|---:|---:|"]
     for r in results:
         if r.error:
-            lines.append(f"| {r.name} | {r.library} | {r.kind} | {r.ops} | - | - | {r.error[:60]} | | | | | |")
+            lines.append(f"| {r.name} | {r.library} | {r.kind} | {r.ops} | - | - | {r.error[:60]} | | | | | | |")
             continue
         count = {s: sum(a.status == s for a in r.actions) for s in ("timed", "same executable", "rejected",
                                                                         "error", "not reached")}
@@ -280,13 +299,14 @@ def table(results: list[ProgramResult], search: dict[str, float]) -> str:
         oracle = best.ratio if best else 1.0
         s = search.get(r.name)
         share = None
-        if s is not None and oracle < 1.0:
+        if s is not None and 1.0 - oracle > r.noise:  # a gain the A/A control cannot explain
             share = (1.0 - s) / (1.0 - oracle)
         control = " ".join(f"{c:.3f}" for c in r.control)
         lines.append(
             f"| {r.name} | {r.library} | {r.kind} | {r.ops} | {r.base_ms:.2f} | {_fmt(r.t_over_floor, '.1f')} | "
             f"{count['timed']} / {count['same executable']} / {count['rejected'] + count['error']} / "
-            f"{count['not reached']} | {control} | {oracle:.3f} | {best.label if best else '(none below 1)'} | "
+            f"{count['not reached']} | {control} | {oracle:.3f} | {'yes' if 1.0 - oracle > r.noise else 'no'} | "
+            f"{best.label if best else '(none below 1)'} | "
             f"{_fmt(s)} | {_fmt(share, '.0%')} |")
     return "\n".join(lines)
 
@@ -316,13 +336,20 @@ def main(argv=None) -> int:
     ap.add_argument("--max-sites", type=int, default=4, help="one-site actions per pattern (default 4)")
     ap.add_argument("--confirm", type=int, default=3, help="best actions timed again (default 3)")
     ap.add_argument("--approx", action="store_true", help="include APPROX patterns and options")
-    ap.add_argument("--peak-repeats", type=int, default=30, help="roofline peak measurements, best kept")
+    ap.add_argument("--peak-repeats", type=int, default=20, help="roofline peak measurements, best kept")
     ap.add_argument("--bench-csv", help="per-program CSV of `shlo-env bench` on the same dataset")
     ap.add_argument("--out", help="also write the Markdown here")
     ap.add_argument("--json", help="write every action's ratios here")
+    ap.add_argument("--from-json", help="measure nothing: print the table of an earlier --json run "
+                                        "(with --bench-csv, against that bench run)")
     args = ap.parse_args(argv)
     if args.budget <= 0 or args.rounds < 1:
         ap.error("--budget must be > 0 and --rounds >= 1")
+    if args.from_json:
+        saved = json.loads(Path(args.from_json).read_text())
+        results = [ProgramResult.from_dict(d) for d in saved["programs"]]
+        print("\n".join([saved["header"], "", table(results, read_bench_csv(args.bench_csv)), detail(results), ""]))
+        return 0
     entries = corpus.entries(args.dataset)
     if args.programs:
         known = {e.name for e in entries}

@@ -2,14 +2,19 @@
 floor, and for the most dot-heavy ones the per-kernel breakdown with each dot kernel's own
 T/roofline.
 
-    python benchmarks/zoo_gap.py [--programs NAME ...] [--top-programs 3] [--top-kernels 8]
-        [--dataset zoo] [--out FILE.md]
+    python benchmarks/zoo_gap.py [--programs NAME ...] [--top-programs 3 | --kernels-of NAME ...]
+        [--top-kernels 8] [--dataset zoo] [--out FILE.md] [--json FILE]
 
 T/roofline of a program: the original's measured time (`runtime.measure`, 10th percentile) over
 `shlo_env.roofline.floor_s` of XLA's cost analysis at this machine's measured peaks (or
-SHLO_ENV_PEAK_FLOPS / SHLO_ENV_PEAK_BANDWIDTH). The dot share is XLA's flops in dot and
+SHLO_ENV_PEAK_FLOPS / SHLO_ENV_PEAK_BANDWIDTH). That floor charges every byte XLA counts at the
+bandwidth of a 256 MiB array (DRAM); the zoo's working sets mostly fit in cache, so it can pass
+the measured time (T/roofline < 1). T/flop floor (time over flops at the peak matmul rate alone)
+is the one to read for dot- and convolution-bound programs. The dot share is XLA's flops in dot and
 convolution ops over all flops, counted on the StableHLO (2 x result elements x contracted
-size), which ranks programs by how much of their work is matrix multiplication.
+size; for a convolution every output element counts its whole window, padding included, where
+XLA counts only the valid positions, so a padded convolution's share can pass 100 %), which ranks
+programs by how much of their work is matrix multiplication.
 
 Per kernel (`shlo_env.profile`: the measured time of each executed XLA thunk, mapped to the
 StableHLO ops it came from): the dot/convolution flops of the ops it holds, its achieved
@@ -21,6 +26,7 @@ elementwise inputs fused around a dot are not counted).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -80,15 +86,18 @@ def _dims(text: str, key: str) -> list[int]:
     return [int(x) for x in body.split(",") if x.strip()]
 
 
-def peak_rates(repeats: int) -> tuple[float, float, str]:
+def peak_rates(repeats: int, sizes: tuple[int, ...] = (256, 512, 2048)) -> tuple[float, float, str]:
     """This machine's peaks: SHLO_ENV_PEAK_FLOPS / SHLO_ENV_PEAK_BANDWIDTH if set, else the best of
-    `repeats` measurements (`roofline.measure_cpu_peaks`; on a loaded machine more repeats catch a
-    quieter moment, and a peak measured too low makes every T/roofline too low)."""
+    `repeats` measurements (`roofline.measure_cpu_peaks`) over several matmul sizes. A 2048^2
+    matmul alone understates a shared machine's peak several-fold (measured here under load
+    average 13: 10 GFLOP/s at 2048^2, 100 at 256^2), and a peak too low makes T/roofline too low."""
     flops, bandwidth, source = roofline.peak_rates(runtime.platform(), "", measure=False)
     if flops and bandwidth:
         return flops, bandwidth, source
-    f, b = roofline.measure_cpu_peaks(repeats=repeats)
-    return flops or f, bandwidth or b, f"measured, best of {repeats} (2048^2 f32 matmul; 256 MiB sum/elementwise)"
+    rates = [roofline.measure_cpu_peaks(repeats=repeats, n=n) for n in sizes]
+    return (flops or max(f for f, _ in rates), bandwidth or max(b for _, b in rates),
+            f"measured, best of {repeats} at each of {'/'.join(f'{n}^2' for n in sizes)} f32 matmuls; "
+            "256 MiB sum/elementwise")
 
 
 def program_gap(program: Program, peaks: tuple[float, float]) -> dict:
@@ -135,8 +144,10 @@ def main(argv=None) -> int:
     ap.add_argument("--dataset", default="zoo")
     ap.add_argument("--programs", nargs="*", help="programs to measure (default: all)")
     ap.add_argument("--top-programs", type=int, default=3, help="per-kernel tables for this many dot-heaviest")
+    ap.add_argument("--kernels-of", nargs="*", default=None, help="per-kernel tables for these programs instead")
+    ap.add_argument("--json", help="write each program's numbers (flops, bytes, floor, ...) here")
     ap.add_argument("--top-kernels", type=int, default=8)
-    ap.add_argument("--peak-repeats", type=int, default=30, help="peak measurements, the best kept (default 30)")
+    ap.add_argument("--peak-repeats", type=int, default=20, help="peak measurements per size, the best kept (default 20)")
     ap.add_argument("--out", help="also write the Markdown here")
     args = ap.parse_args(argv)
     entries = corpus.entries(args.dataset)
@@ -151,22 +162,26 @@ def main(argv=None) -> int:
     for e in entries:
         g = program_gap(corpus.load(e.uri), peaks)
         gaps[e.name] = g
+        g["t_over_flop_floor"] = flops / 1e9 / g["gflops_achieved"] if g["gflops_achieved"] else None
         rows.append(f"| {e.name} | {e.metadata['kind']} | {e.metadata['ops']} | {g['ms']:.2f} | "
-                    f"{g['floor_ms']:.3f} | {g['t_over_floor']:.1f} | {g['dot_share']:.0%} | "
-                    f"{g['gflops_achieved']:.1f} |")
+                    f"{g['floor_ms']:.3f} | {g['t_over_floor']:.1f} | {g['t_over_flop_floor'] or 0:.1f} | "
+                    f"{g['dot_share']:.0%} | {g['gflops_achieved']:.1f} |")
         print(rows[-1], file=sys.stderr, flush=True)
     load = os.getloadavg()[0]
     out = [f"Peaks: {flops / 1e9:.1f} GFLOP/s, {bandwidth / 1e9:.1f} GB/s ({source}); load average {load:.1f}.", "",
-           "| program | kind | ops | ms | floor ms | T/roofline | dot share of flops | GFLOP/s achieved |",
-           "|---|---|---:|---:|---:|---:|---:|---:|", *rows, ""]
+           "| program | kind | ops | ms | floor ms | T/roofline | T/flop floor | dot share of flops | GFLOP/s achieved |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|", *rows, ""]
     heavy = sorted(gaps, key=lambda n: -(gaps[n]["dot_share"] or 0) * (gaps[n]["xla_flops"] or 0))
-    for name in heavy[: args.top_programs]:
+    for name in (args.kernels_of if args.kernels_of is not None else heavy[: args.top_programs]):
         program = corpus.load(f"{args.dataset}/{name}")
         out += [f"### {name}", "", kernel_table(program, peaks, args.top_kernels), ""]
     text = "\n".join(out)
     print(text)
     if args.out:
         Path(args.out).write_text(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"peaks": [flops, bandwidth, source], "load": load, "programs": gaps},
+                                              indent=1))
     return 0
 
 
