@@ -11,16 +11,22 @@ strategy benchmarks all run this one function.
 The wall-clock budget is split by `shlo_env.timing.Budget` (the one place to change the split):
 
 1. **noise**: the original is timed against itself (`Evaluator.measure_noise`, repeated within
-   `Budget.noise` of the budget); the acceptance threshold is `1 - max(min_gain, 2 * noise)`,
-   or the machine's noise-profile threshold when that is stricter (`threshold=`).
+   `Budget.noise` of the budget): its steady call time sizes the later steps, and the noise is
+   reported. The search's screening threshold is `1 - min_gain`, or the machine's
+   noise-profile threshold when that is stricter (`threshold=`).
 2. **search**: a strategy from `shlo_env.search` (by name, or "auto" by decision-space size)
    runs on a `SearchContext` until `Budget.search` of the budget; every candidate is verified
    against the original (example + random input sets, within its numerics tier) before it is
    timed, so only verified programs can be chosen. No worker request runs past
    `Budget.hard` of the budget.
-3. **confirmation**: the best candidate is timed again side by side with the original, an
-   independent measurement; the original is kept unless both measurements are below the
-   threshold (faster beyond noise).
+3. **acceptance**: the best candidate must pass the screening threshold on its one-shot
+   timing, then the sequential paired test (`Evaluator.paired_test`: `shlo_env.sequential`,
+   alpha `ACCEPT_ALPHA`, minimum gain `min_gain`) against the original: interleaved pairs
+   until a confidence bound on T(best)/T(original) clears 1 (accept) or shows it is not
+   faster by `min_gain` (reject), or the time left before `Budget.hard` runs out
+   (undecided). Only an accepted candidate is returned; otherwise the original is kept. The
+   estimate and the bounds are reported (`acceptance`, `accept_ratio`, `accept_upper`).
+   `confirm=False` skips the test: the screening timing alone decides (noise can pass it).
 4. **final measurement** (reporting only, `final_timing=True`): one more side-by-side timing of
    the returned program against the original, with full/async/compute times. The reported
    `ratio` is this measurement, so it is not biased by the selection above (the search keeps
@@ -56,6 +62,7 @@ from shlo_env.patterns.base import resolve as resolve_patterns
 from shlo_env.search import passes as pass_actions
 from shlo_env.search.base import Progress, SearchContext, Strategy, auto_strategy, get_strategy
 from shlo_env.search.evaluator import Evaluator
+from shlo_env.sequential import Decision, SequentialRatioTest
 from shlo_env.verify import memory_allowance
 from shlo_env.runners import CandidateError, Runner
 from shlo_env import runtime
@@ -65,6 +72,8 @@ from shlo_env.worker import Worker
 
 PROBE = TimingPolicy(runs=1, warmup=0)  # the original's first call: sizes the budget's steps
 MAX_TRAJECTORY = 5_000  # decisions recorded per program (a long MCTS run is cut here)
+ACCEPT_ALPHA = 0.01  # the paired acceptance test's chance of accepting a candidate that is not faster
+ACCEPT_SHARE = 0.8  # of the time left before Budget.hard: the rest is the check's float64 reference
 
 
 @dataclasses.dataclass
@@ -77,7 +86,14 @@ class SearchSummary:
     returned_original: bool = True
     reason: str = ""  # why the original was kept (or what went wrong)
     noise: float = math.nan  # |1 - ratio| of the original against itself (median of the repeats)
-    threshold: float = math.nan  # a candidate was accepted only below this ratio
+    threshold: float = math.nan  # the screening threshold: the best's one-shot ratio must be below it
+    # the sequential paired test of the best candidate against the original (`shlo_env.sequential`)
+    acceptance: str = ""  # its decision: "accept", "reject", "undecided" ("" when it did not run)
+    accept_ratio: float = math.nan  # its estimate of T(best) / T(original)
+    accept_lower: float = math.nan  # its confidence bounds on that ratio (each one-sided, at the last look)
+    accept_upper: float = math.nan  # accepted only when below 1
+    accept_pairs: int = 0  # interleaved (original, best) rounds it timed
+    accept_s: float = 0.0  # its wall clock
     applied: tuple[str, ...] = ()  # the rewrites of the returned program
     actions: tuple[option_actions.Action, ...] = ()  # XLA actions for it: DisablePass, SetOption
     numerics: str = "EXACT"  # the tier verification established
@@ -95,6 +111,13 @@ class SearchSummary:
     # a confirmation or final measurement skipped): `Budget` sizes each step (issue 31 item 2)
     cuts: tuple[str, ...] = ()
     phases: dict = dataclasses.field(default_factory=dict)  # seconds per step, in order
+
+    def describe_acceptance(self) -> str:
+        """The paired test's outcome in words ("" when it did not run)."""
+        if not self.acceptance:
+            return ""
+        return (f"paired test: {self.acceptance}, ratio {self.accept_ratio:.3f} (bounds {self.accept_lower:.3f}"
+                f"..{self.accept_upper:.3f}) after {self.accept_pairs} pairs in {self.accept_s:.1f} s")
 
     @property
     def disabled_passes(self) -> tuple[str, ...]:
@@ -116,7 +139,7 @@ class ProgramResult(SearchSummary):
     best_hash: str = ""
     ratio: float = 1.0  # final independent measurement (1.0 exactly when the original is returned)
     search_ratio: float = math.nan  # the best candidate's ratio in the search
-    confirm_ratio: float = math.nan  # the confirmation re-time
+    confirm_ratio: float = math.nan  # the acceptance test's estimate (as `accept_ratio`)
     baseline: dict = dataclasses.field(default_factory=dict)  # original: {"full", "async", "compute", "runs"}
     best: dict = dataclasses.field(default_factory=dict)  # returned program, same keys
     decisions: list = dataclasses.field(default_factory=list)  # vectors from the original to the best
@@ -168,6 +191,7 @@ class ProgramResult(SearchSummary):
         base = self.baseline.get("full", math.nan)
         return (f"{self.name} [{self.strategy}]: ratio {self.ratio:.3f} ({what}); original "
                 f"{base * 1e3:.3f} ms; threshold {self.threshold:.3f}"
+                + (f"; {self.describe_acceptance()}" if self.acceptance else "")
                 + (f"; {self.reason}" if self.reason else "")
                 + (f"; cut short: {'; '.join(self.cuts)}" if self.cuts else ""))
 
@@ -334,7 +358,7 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
                             f"itself did not end within {budget.hard * budget.total_s:.1f} s of the budget")
                 res.reason = "the budget ran out measuring the original"
                 return res
-            thr = 1.0 - max(o.min_gain, 2.0 * res.noise)
+            thr = 1.0 - o.min_gain  # a screen: the paired test decides (`_decide`)
             external = o.threshold.faster_at(evaluator.baseline_s) if isinstance(o.threshold, NoiseModel) \
                 else o.threshold
             if external is not None and not math.isnan(external):
@@ -349,8 +373,13 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             ctx = _RecordingContext(program, resolve_patterns(o.patterns), evaluator,
                                     deadline=search_deadline, max_steps=o.max_steps,
                                     progress=bar, threshold=thr, passes=offered, seed=o.seed)
-            _augment_root(ctx, min(search_deadline, time.perf_counter() + budget.augment_share * budget.total_s),
-                          cuts)
+            if time.perf_counter() >= search_deadline:
+                cuts.append(f"search: none, measuring the original took {time.perf_counter() - t0:.1f} s of "
+                            f"the budget")
+                _augment_root(ctx, time.perf_counter(), [])  # no matching: the root offers no rewrite
+            else:
+                _augment_root(ctx, min(search_deadline, time.perf_counter() + budget.augment_share * budget.total_s),
+                              cuts)
             root = ctx.expand(ctx.root)
             phase("expand")
             res.decision_space, res.num_alternatives = root.size, root.num_rewrites
@@ -360,6 +389,8 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
                 bar.label = f"{res.strategy} {name}"
             searcher = get_strategy(chosen, **(o.strategy_options or {}))
             t_search = time.perf_counter()
+            # no candidate's request runs into the time kept for confirming the winner
+            evaluator.hard_deadline = budget.hard_deadline(t0) - policy_seconds(timing, call_s)
             try:
                 best = searcher.search(ctx)
             finally:
@@ -378,6 +409,7 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
 
             # confirmation and the check's reference: only if they fit before the hard deadline
             # (the rest is the caller's: `optimize` builds and checks the callable in it)
+            evaluator.hard_deadline = budget.hard_deadline(t0)
             res.total_s = time.perf_counter() - t0  # so far (the reason may cite it); set again at the end
             retime_s = policy_seconds(timing, max(call_s, best.time_s) if best.timed else call_s) + setup_s()
             left = budget.hard_deadline(t0) - time.perf_counter()
@@ -387,7 +419,8 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
                 res.reason = "no time left to confirm the best candidate"
                 accepted = False
             else:
-                accepted = _decide(res, evaluator, best, root.size, thr, o.confirm)
+                accepted = _decide(res, evaluator, best, root.size, thr, o.confirm, min_gain=o.min_gain,
+                                   allowance_s=ACCEPT_SHARE * left - setup_s())
             phase("confirm")
             if accepted:
                 res.returned_original = False
@@ -478,8 +511,11 @@ def _probe(worker: Runner, program: Program, seed: int, deadline: float) -> floa
     return float(t.full)
 
 
-def _decide(res: ProgramResult, evaluator: Evaluator, best, space: int, thr: float, confirm: bool) -> bool:
-    """Accept the search's best only if verified and faster beyond noise, twice."""
+def _decide(res: ProgramResult, evaluator: Evaluator, best, space: int, thr: float, confirm: bool, *,
+            min_gain: float = 0.01, allowance_s: float = 0.0) -> bool:
+    """Accept the search's best only if verified, its one-shot timing passes the screen (`thr`),
+    and the sequential paired test against the original accepts it within `allowance_s`
+    (the test's minimum gain `min_gain`); `confirm=False`: the screen alone decides."""
     if best.key == evaluator.original_key or not best.ok:
         res.reason = ("no pattern matched" if space <= 1 else
                       "no candidate was verified faster than the original" if res.candidates_evaluated
@@ -494,17 +530,24 @@ def _decide(res: ProgramResult, evaluator: Evaluator, best, space: int, thr: flo
         res.reason = (f"best candidate ratio {best.ratio:.3f} (median per call {best.median_ratio:.3f}) "
                       f"is within noise (threshold {thr:.3f})")
         return False
-    if confirm:
-        try:
-            again, again_median = evaluator.retime_ratios(best)
-        except CandidateError as e:
-            res.reason = f"best candidate could not be timed again ({e})"
-            return False
-        res.confirm_ratio = again if math.isnan(again_median) else max(again, again_median)
-        if not accepts(again, again_median, thr):
-            res.reason = (f"best candidate did not confirm: ratio {best.ratio:.3f} then {again:.3f} "
-                          f"(median per call {again_median:.3f})")
-            return False
+    if not confirm:
+        return True
+    if not allowance_s > 0:
+        res.reason = "no time left for the paired test of the best candidate"
+        return False
+    try:
+        test = evaluator.paired_test(best, allowance_s, SequentialRatioTest(alpha=ACCEPT_ALPHA, min_gain=min_gain))
+    except CandidateError as e:
+        res.reason = f"best candidate could not be timed again ({e})"
+        return False
+    res.acceptance, res.accept_pairs, res.accept_s = str(test.decision), test.pairs, test.seconds
+    res.accept_ratio = res.confirm_ratio = test.ratio
+    res.accept_lower, res.accept_upper = test.lower, test.upper
+    if test.decision is not Decision.ACCEPT:
+        res.reason = (f"the paired test did not accept the best candidate (one-shot ratio {best.ratio:.3f}): "
+                      + ("it is not faster by the minimum gain" if test.decision is Decision.REJECT else
+                         f"undecided in its {allowance_s:.1f} s") + " (the original is kept)")
+        return False
     return True
 
 
