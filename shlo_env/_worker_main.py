@@ -35,16 +35,35 @@ def die_with_parent(parent_pid: int, kernel: bool = True, fd: int | None = None)
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         except (OSError, AttributeError):  # pragma: no cover - no prctl: the watcher remains
             pass
-    if os.getppid() != parent_pid:  # it died before prctl took effect
+    # Not our parent: it died before prctl took effect, or `sys.executable` is a wrapper that
+    # forks Python (then the caller's pid is watched instead).
+    direct = os.getppid() == parent_pid
+    if not _parent_alive(parent_pid, direct):
         os._exit(1)
-    threading.Thread(target=_watch_parent, args=(parent_pid, fd), name="shlo_env parent watch",
+    threading.Thread(target=_watch_parent, args=(parent_pid, direct, fd), name="shlo_env parent watch",
                      daemon=True).start()
 
 
-def _watch_parent(parent_pid: int, fd: int | None) -> None:
+def _parent_alive(parent_pid: int, direct: bool) -> bool:
+    if direct:
+        return os.getppid() == parent_pid  # an orphan is re-parented
+    try:
+        os.kill(parent_pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:  # a killed parent stays a zombie until its own parent reaps it
+        with open(f"/proc/{parent_pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _watch_parent(parent_pid: int, direct: bool, fd: int | None) -> None:
     sock = socket.socket(fileno=os.dup(fd)) if fd is not None else None
     while True:
-        if os.getppid() != parent_pid:
+        if not _parent_alive(parent_pid, direct):
             os._exit(1)
         if sock is None:
             time.sleep(WAKE_S)
