@@ -8,8 +8,16 @@ strategy benchmarks all run this one function.
     res = optimize_program(program, SearchOptions(strategy="beam", budget_s=30))
     res.ratio, res.applied, res.search_best.describe(), res.stats.hit_rate
 
-The wall-clock budget is split by `shlo_env.timing.Budget` (the one place to change the split):
+The wall-clock budget is split by `shlo_env.timing.Budget` (the one place to change the split),
+and each step is sized to the program (issue 31 item 2): wall time stays within the budget
+whatever the op count or call time, and `ProgramResult.cuts` says what was cut short and why
+(`phases`: seconds per step).
 
+0. **probe**: the original is compiled and run once, within `Budget.hard`; its call time sizes
+   the random input sets (`Budget.random_sets`) and, with the noise measurement's steady call
+   time, the timing rounds (`Budget.pair_policy`: one side-by-side timing takes at most
+   `pair_share` of the budget). A program that does not compile and run once in time is
+   returned unchanged. The original is augmented once, matching for at most `augment_share`.
 1. **noise**: the original is timed against itself (`Evaluator.measure_noise`, repeated within
    `Budget.noise` of the budget): its steady call time sizes the later steps, and the noise is
    reported. The search's screening threshold is `1 - min_gain`, or the machine's
