@@ -41,7 +41,7 @@ from shlo_env import corpus, examples, runtime
 from shlo_env.import_ import Program, lower
 from shlo_env.noise_model import accepts
 from shlo_env.paired_timing import time_until_decided
-from shlo_env.sequential import Decision, SequentialRatioTest, block_log_ratios, counterbalanced, wilcoxon_bounds
+from shlo_env.sequential import SequentialRatioTest, block_log_ratios, counterbalanced, wilcoxon_bounds
 from shlo_env.timing import SEARCH, TimingPolicy
 from shlo_env.worker import CandidateError, Worker
 
@@ -282,10 +282,10 @@ def main() -> int:
     if not a.no_old:
         print(f"  old rule:   A vs A accepted {count('old_aa', True)}/{tries} ({count('old_aa', True) / tries:.1%}); "
               f"A+{a.gain:.0%} vs A accepted {count('old_aw', True)}/{tries} ({count('old_aw', True) / tries:.1%})")
-    extra = [r["extra_ratio"] for r in ok]
+    calibrated = [r["extra_ratio"] for r in ok]
     pooled = [1 / statistics.median(r["aw_ratio"]) for r in ok]
-    print(f"  extra work: calibration's ratio median {statistics.median(extra):.3f} (range {min(extra):.3f}-"
-          f"{max(extra):.3f}); the tries' median ratio per program, median {statistics.median(pooled):.3f} "
+    print(f"  extra work: calibration's ratio median {statistics.median(calibrated):.3f} (range {min(calibrated):.3f}-"
+          f"{max(calibrated):.3f}); the tries' median ratio per program, median {statistics.median(pooled):.3f} "
           f"(range {min(pooled):.3f}-{max(pooled):.3f})")
     near = [r for r, p in zip(ok, pooled) if 1 + 0.6 * a.gain <= p <= 1 + 1.5 * a.gain]
     if near:
