@@ -1,4 +1,4 @@
-"""Noise thresholds by runtime (`NoiseModel`) and the one acceptance rule (`accepts`).
+"""Noise thresholds by runtime (`NoiseModel`) and the one screening rule (`accepts`).
 
 The pure part of `shlo_env.noise` (see its module doc for how a profile is measured): numbers
 in, thresholds out, no import of the rest of the package, so the search (`search.runner`),
@@ -24,11 +24,13 @@ MIN_SAMPLES = 30  # self-timings behind a per-runtime threshold (the nearest pro
 
 
 def accepts(ratio: float, median_ratio: float, threshold: float) -> bool:
-    """The one acceptance rule for a side-by-side measurement: faster beyond noise only when both
-    its 10th-percentile ratio and its median per-call ratio are below `threshold` (a lucky tail
-    of fast runs is not a win). The search's first timing, its confirming re-time and
-    `optimize()`'s in-process check each have to pass it. An unknown median (NaN: a runner
-    that reports no per-call samples) does not block; an unknown ratio does."""
+    """The one screening rule for a one-shot side-by-side measurement: faster than `threshold`
+    only when both its 10th-percentile ratio and its median per-call ratio are below it (a
+    lucky tail of fast runs is not a win). The search screens candidates with it (and
+    `optimize()` its in-process check); what the search returns is then decided by the
+    sequential paired test (`shlo_env.sequential`, see `search.runner._decide`), which one
+    timing cannot replace. An unknown median (NaN: a runner that reports no per-call samples)
+    does not block; an unknown ratio does."""
     return ratio < threshold and not median_ratio >= threshold
 
 

@@ -86,6 +86,8 @@ class Report(SearchSummary):
             lines.append(f"  jax.jit {self.baseline_s * 1e3:.3f} ms, optimized {self.optimized_s * 1e3:.3f} ms "
                          f"(ratio {self.ratio:.3f}{median}; noise {self.noise:.3f}, accept below {self.threshold:.3f}"
                          " on both)")
+        if self.acceptance:
+            lines.append(f"  {self.describe_acceptance()}")
         if self.applied:
             lines.append(f"  rewrites: {', '.join(self.applied)} ({self.numerics})")
         if self.disabled_passes:

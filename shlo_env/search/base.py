@@ -464,9 +464,10 @@ class SearchContext:
         return self.evaluator.executable_features(state.program, state.actions, hash=state.hash)
 
     def improves(self, ev: Evaluation, than: float = 1.0) -> bool:
-        """Timed, and faster than the ratio `than` beyond noise: the one acceptance rule
-        (`noise_model.accepts`: its 10th-percentile and its median per-call ratio, each
-        relative to `than`, below the threshold)."""
+        """Timed, and faster than the ratio `than` on its one-shot timing: the one screening
+        rule (`noise_model.accepts`: its 10th-percentile and its median per-call ratio, each
+        relative to `than`, below the threshold). A screen only: what the search returns must
+        also pass the sequential paired test (`search.runner._decide`)."""
         return ev.timed and accepts(ev.ratio / than, ev.median_ratio / than, self.threshold)
 
     def screen_options(self) -> State:

@@ -27,8 +27,10 @@ from shlo_env import runtime, xla_options
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program
 from shlo_env.numerics import Comparison, Numerics
+from shlo_env.paired_timing import PairedTiming, time_until_decided
 from shlo_env.runners import CandidateError, FailureKind, Runner
 from shlo_env.search.passes import state_key
+from shlo_env.sequential import SequentialRatioTest
 from shlo_env.xla_options import Action, normalize
 from shlo_env.timing import SEARCH, TimingPolicy
 from shlo_env.verify import Verifier
@@ -490,6 +492,18 @@ class Evaluator:
         self.stats.retimed += 1
         base, cand = self._side_by_side(ev)
         return cand.full / base.full, runtime.median_ratio(base.samples, cand.samples)
+
+    def paired_test(self, ev: Evaluation, allowance_s: float,
+                    test: SequentialRatioTest | None = None) -> PairedTiming:
+        """The acceptance test of a timed state against the original: interleaved (A, B) pairs
+        on input set 0 until the sequential test (`shlo_env.sequential`, default alpha 1 %,
+        min gain 1 %) decides or `allowance_s` has passed (`shlo_env.paired_timing`); a
+        `PairedTiming`. Not cached: each call is a fresh, independent test."""
+        self.stats.retimed += 1
+        passes_b = self.compile_tokens(ev.actions) if ev.actions else self.disabled_passes
+        return time_until_decided(self.worker, self.baseline_text, ev.program.text(), self._keys[0], allowance_s,
+                                  test=test, passes_a=self.disabled_passes, passes_b=passes_b,
+                                  timeout_s=self._timeout())
 
     def retime(self, ev: Evaluation) -> float:
         """`retime_ratios`, the larger of the two (it clears a threshold only when both do; an

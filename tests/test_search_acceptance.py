@@ -1,0 +1,78 @@
+"""The search's final decision is the sequential paired test (issue 31, item 6): a candidate
+that is the original in disguise is never returned, even when its one-shot timing was lucky,
+and a clear win still is, with the test's estimate and bound in the result and the report."""
+
+import dataclasses
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from shlo_env import examples
+from shlo_env.import_ import lower
+from shlo_env.optimize import Report
+from shlo_env.patterns.base import Match, Numerics, Pattern
+from shlo_env.search.evaluator import Evaluator
+from shlo_env.search.runner import SearchOptions, optimize_program
+from shlo_env.worker import Worker
+
+
+class TanhTimesOne(Pattern):
+    """tanh(y) -> tanh(y) * 1: another StableHLO program, the same executable (XLA folds the
+    multiply), so the same speed."""
+
+    root = "stablehlo.tanh"
+    numerics = Numerics.EXACT
+
+    def match(self, op):
+        return Match(y=op.operands[0])
+
+    def rewrite(self, b, m):
+        t = b.unary("stablehlo.tanh", m.y)
+        return b.mul(t, b.constant(1.0, t.type))
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with Worker(timeout_s=120) as w:
+        yield w
+
+
+def _lucky_screen(monkeypatch):
+    """Every one-shot timing of a candidate says it runs in half the time (the lucky timing a
+    loaded machine gives now and then), and no timing is reused by executable, so the search's
+    screen is fooled; the paired test times the real programs."""
+    real = Evaluator._side_by_side
+
+    def lucky(self, ev):
+        base, cand = real(self, ev)
+        return base, dataclasses.replace(cand, full=cand.full * 0.5, samples=[s * 0.5 for s in cand.samples])
+
+    monkeypatch.setattr(Evaluator, "_side_by_side", lucky)
+    monkeypatch.setattr(Evaluator, "fingerprint", lambda self, program, passes=(): None)
+
+
+def test_a_program_against_itself_is_never_accepted(worker, monkeypatch):
+    _lucky_screen(monkeypatch)
+    x = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
+    p = lower(lambda a: jnp.tanh(a) @ a, x, name="tanh_matmul")
+    res = optimize_program(p, SearchOptions(strategy="exhaustive", budget_s=10, patterns=[TanhTimesOne()]),
+                           worker=worker)
+    assert res.status == "ok", res.error
+    assert res.search_ratio < 0.6  # the screen took the lucky timing: only the paired test stands between
+    assert res.acceptance in ("reject", "undecided"), str(res)
+    assert res.returned_original and res.identical and res.ratio == 1.0, str(res)
+    assert "paired test did not accept" in res.reason and res.accept_pairs > 0
+    assert not res.accept_upper < 1.0 or not res.accept_ratio <= 1 - 0.03
+
+
+def test_a_clear_win_is_accepted_with_its_bound_reported(worker):
+    ex = examples.suite(["matmul_chain"])[0]  # (A @ B) @ v -> A @ (B @ v): far fewer flops
+    p = lower(ex.fn, *ex.args(0), name=ex.name)
+    res = optimize_program(p, SearchOptions(strategy="pick-first", budget_s=15), worker=worker)
+    assert res.status == "ok" and not res.returned_original, str(res)
+    assert res.acceptance == "accept" and res.accept_upper < 1.0 and res.accept_ratio <= 0.97, str(res)
+    assert res.accept_lower <= res.accept_ratio <= res.accept_upper and res.accept_pairs > 0
+    assert "paired test: accept" in str(res)
+    report = Report.from_result(res, baseline_s=res.baseline["full"])
+    assert report.acceptance == "accept" and "paired test: accept, ratio" in str(report)
