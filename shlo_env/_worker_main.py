@@ -11,78 +11,25 @@ import sys
 if __name__ == "__main__":  # sys.path[0] is this package's directory: its modules would shadow others
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import ctypes  # noqa: E402
-import select  # noqa: E402
+import importlib.util  # noqa: E402
 import signal  # noqa: E402
-import socket  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-
-WAKE_S = 0.2  # how often a child watching its parent, and a caller waiting for an answer, wake up
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def die_with_parent(parent_pid: int, kernel: bool = True, fd: int | None = None) -> None:
-    """Exit this process as soon as `parent_pid` (its parent) dies, for any reason.
-
-    `kernel`: also ask Linux for SIGKILL when the parent dies (`PR_SET_PDEATHSIG`), which works
-    while this process is busy in native code. The kernel sends it when the *thread* that
-    started this process exits, so a parent asks for it only from its main thread. Always: a
-    daemon thread checks every `WAKE_S` that the parent is still the parent (an orphan is
-    re-parented) and that the socket `fd` to it is not closed."""
-    if kernel and sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):  # pragma: no cover - no prctl: the watcher remains
-            pass
-    # Not our parent: it died before prctl took effect, or `sys.executable` is a wrapper that
-    # forks Python (then the caller's pid is watched instead).
-    direct = os.getppid() == parent_pid
-    if not _parent_alive(parent_pid, direct):
-        os._exit(1)
-    threading.Thread(target=_watch_parent, args=(parent_pid, direct, fd), name="shlo_env parent watch",
-                     daemon=True).start()
-
-
-def _parent_alive(parent_pid: int, direct: bool) -> bool:
-    if direct:
-        return os.getppid() == parent_pid  # an orphan is re-parented
-    try:
-        os.kill(parent_pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    try:  # a killed parent stays a zombie until its own parent reaps it
-        with open(f"/proc/{parent_pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def _watch_parent(parent_pid: int, direct: bool, fd: int | None) -> None:
-    sock = socket.socket(fileno=os.dup(fd)) if fd is not None else None
-    while True:
-        if not _parent_alive(parent_pid, direct):
-            os._exit(1)
-        if sock is None:
-            time.sleep(WAKE_S)
-            continue
-        readable, _, _ = select.select([sock], [], [], WAKE_S)
-        if readable:  # a request the main thread has not read yet, or the parent's end closed
-            try:
-                closed = not sock.recv(1, socket.MSG_PEEK)
-            except OSError:
-                closed = True
-            if closed:
-                os._exit(1)
-            time.sleep(WAKE_S)
+def _load_parent_watch():
+    """`shlo_env/_parent_watch.py` by its path: importing it through the package would import
+    the package first (seconds), while a killed caller must stop this process at once."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_parent_watch.py")
+    spec = importlib.util.spec_from_file_location("shlo_env_parent_watch", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main(argv: list[str]) -> None:
     fd, parent = int(argv[0]), int(argv[1])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the caller decides
-    die_with_parent(parent, kernel="--pdeathsig" in argv[2:], fd=fd)
+    _load_parent_watch().die_with_parent(parent, kernel="--pdeathsig" in argv[2:], fd=fd)
     from multiprocessing.connection import Connection
 
     from shlo_env.worker import serve

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from shlo_env import _jax_compat
-from shlo_env._worker_main import WAKE_S, die_with_parent
+from shlo_env._parent_watch import WAKE_S, die_with_parent
 from shlo_env.runners import COMMANDS, CandidateError, FailureKind, InProcess
 from shlo_env.runtime import Timing
 from shlo_env.timing import QUICK, TimingPolicy, default_timeout  # noqa: F401  (re-exported)
