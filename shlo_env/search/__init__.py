@@ -7,6 +7,7 @@
     mcts         the paper's factorized MCTS (marginal Q/N per alternatives op, MuZero UCB)
     cost-model   greedy by XLA's cost analysis, timing only the most promising candidates
     learned      the same greedy loop ranked by the learned graph model (shlo_env.learn), no compile to rank
+    regional     candidates judged on the region they change, local winners assembled on the whole program
 
 The shared `Evaluator` verifies then times states, cached by (DAG hash, disabled XLA passes);
 XLA's own passes can join the action space as macro actions (`shlo_env.search.passes`).
@@ -24,7 +25,7 @@ from shlo_env.search.base import (
     strategies,
 )
 from shlo_env.search.evaluator import Evaluation, Evaluator
-from shlo_env.search import stepwise, random_search, beam, mcts, cost_model, learned  # noqa: F401,E402  (register)
+from shlo_env.search import stepwise, random_search, beam, mcts, cost_model, learned, regional  # noqa: F401,E402,E501  (register)
 from shlo_env.search import passes  # noqa: E402
 
 __all__ = ["Dim", "Evaluation", "Evaluator", "Expansion", "Progress", "SearchContext", "State", "Strategy",

@@ -1,0 +1,260 @@
+"""Regional search: judge each candidate on the region it changes, assemble the local winners
+on the whole program (issue 31, items 3-4).
+
+On a 2k-op program a whole-program compile and timing per candidate allows about ten
+candidates a minute. A rewrite only changes the kernels holding the ops it touches, so this
+strategy judges each (site, alternative) first on that region alone (`shlo_env.region`: cut
+out as a small module, before and after timed side by side in milliseconds), and spends whole
+program evaluations only on what won there:
+
+1. **Where the time is.** One profile of the original (`region.baseline` of the augmented
+   root), when its estimated cost fits `profile_share` of the time left, gives each site's
+   bound (`region.site_bounds`: the share of the kernels it touches); sites are taken by
+   decreasing bound and those under `min_share` are skipped. Without a profile the sites are
+   ordered by site heat (`SearchContext.heat`) and cut without kernels (fusible neighbours).
+2. **Region judging**, `batch` sites per round: every alternative of each site, plus one
+   region-before-against-itself control per region (its own noise), on the evaluator's worker,
+   or fanned out over `executor` (`region.evaluate_regions_on`) when one is given. A local
+   winner beats the region's noise on both its 10th-percentile and its median ratio.
+3. **Assembly.** The round's winners, largest predicted whole-program saving first
+   (share x (1 - region ratio)), are added greedily to the current state: each combination is
+   verified and timed on the whole program (`ctx.evaluate`) and kept when it passes the
+   acceptance rule (`ctx.improves`) against the current state.
+4. **Fallback.** A site whose region cannot be cut (inside a loop or conditional body, side
+   effects, a failed cut or region run) is judged on the whole program instead: its singles
+   are evaluated like any whole candidate, and one that passes the acceptance rule joins the
+   winners.
+
+Final acceptance stays the runner's, on the whole program; the strategy returns `ctx.best`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from shlo_env import region
+from shlo_env.region import Candidate, Region, RegionError, RegionResult
+from shlo_env.runners import CandidateError
+from shlo_env.search.base import Expansion, SearchContext, State, Strategy, register_strategy
+from shlo_env.search.evaluator import Evaluation
+
+#: Estimated seconds to compile one StableHLO op in-process (the profile's compile), measured
+#: under load on the 2-core dev machine (4,531 ops: about 20 s).
+COMPILE_S_PER_OP = 0.005
+
+
+class Winner(NamedTuple):
+    """A (site, choice) that won locally, with its predicted whole-program saving."""
+
+    saving: float  # predicted: share x (1 - region ratio); measured 1 - ratio for a fallback
+    site: int
+    choice: int
+    label: str
+    ratio: float  # region ratio (whole ratio for a fallback)
+
+
+@register_strategy
+class Regional(Strategy):
+    name = "regional"
+
+    def __init__(self, batch: int = 8, min_share: float = region.NEGLIGIBLE_SHARE, local_gain: float = 0.02,
+                 profile: bool | None = None, profile_share: float = 0.35, boundary: bool = False,
+                 executor: Any = None, **aim):
+        """`profile`: None (when affordable), True (always), False (never). `boundary`: region
+        inputs from one compile of the original with the boundaries as outputs (exact values)
+        instead of random ones (no whole compile). `executor`: a `shlo_env.executors`
+        executor to fan region compiles out over (default: the evaluator's worker)."""
+        super().__init__(**aim)
+        if batch < 1:
+            raise ValueError(f"batch must be at least 1, got {batch}")
+        if not 0 <= local_gain < 1:
+            raise ValueError(f"local_gain must be in [0, 1), got {local_gain}")
+        self.batch = batch
+        self.min_share = min_share
+        self.local_gain = local_gain
+        self.profile = profile
+        self.profile_share = profile_share
+        self.boundary = boundary
+        self.executor = executor
+
+    # --- the search ---------------------------------------------------------------------------
+
+    def search(self, ctx: SearchContext) -> Evaluation:
+        t0 = time.perf_counter()
+        start = self.begin(ctx)
+        counts = dict(region_candidates=0, region_controls=0, region_failed=0, fallback_sites=0,
+                      whole_candidates=0, winners=0, assembled=0, sites_judged=0)
+        self.info.update(counts, profile="none", fallback_reasons={})
+        evaluated0 = ctx.evaluator.stats.evaluated
+        exp = ctx.expand(start)
+        if exp.num_rewrites == 0 or exp.augmented is None:
+            return ctx.best
+        aug = exp.augmented
+        prof = self._profile(ctx, aug)
+        sites, bounds = self._order(ctx, exp, aug, prof)
+        self.info["sites"] = len(sites)
+        state, ratio = start, self.start_ratio(ctx, start)
+        vec = [0] * len(exp.dims)
+        for i in range(0, len(sites), self.batch):
+            if ctx.out_of_time():
+                break
+            chunk = sites[i:i + self.batch]
+            winners = self._judge(ctx, exp, aug, chunk, bounds, prof, counts)
+            state, ratio, vec = self._assemble(ctx, exp, winners, state, ratio, vec, counts)
+        counts["whole_candidates"] = ctx.evaluator.stats.evaluated - evaluated0
+        elapsed = time.perf_counter() - t0
+        self.info.update(counts, search_s=round(elapsed, 2),
+                         per_minute=round(60 * (counts["region_candidates"] + counts["whole_candidates"])
+                                          / max(elapsed, 1e-9), 1))
+        return ctx.best
+
+    # --- 1. where the time is -----------------------------------------------------------------
+
+    def _profile(self, ctx: SearchContext, aug) -> Any:
+        """One profile of the original's baseline, or None (not affordable, or it failed)."""
+        if self.profile is False:
+            return None
+        call_s = ctx.evaluator.baseline_s if ctx.evaluator.baseline_s > 0 else 0.0
+        estimate = COMPILE_S_PER_OP * aug.num_ops() + 6 * call_s
+        self.info["profile_estimate_s"] = round(estimate, 2)
+        if self.profile is None and estimate > self.profile_share * ctx.time_left():
+            self.info["profile"] = f"skipped: about {estimate:.1f} s of {ctx.time_left():.1f} s left"
+            return None
+        from shlo_env.profile import profile_program
+
+        t = time.perf_counter()
+        try:
+            prof = profile_program(region.baseline(aug), ctx.evaluator.inputs(0), runs=3, warmup=1, patterns=())
+            region.check_profile(aug, prof)
+        except (RuntimeError, RegionError, ValueError, CandidateError) as e:
+            self.info["profile"] = f"failed: {type(e).__name__}: {e}"[:200]
+            return None
+        self.info["profile"] = "ok"
+        self.info["profile_s"] = round(time.perf_counter() - t, 2)
+        return prof
+
+    def _order(self, ctx: SearchContext, exp: Expansion, aug, prof) -> tuple[list[int], dict[int, float]]:
+        """Sites to judge, best bound first, and each site's bound (a time share)."""
+        if prof is not None:
+            bounds = region.site_bounds(prof, aug)
+            return region.skip_negligible(bounds, self.min_share), bounds
+        heat = ctx.heat(exp)
+        total = sum(heat[:exp.num_rewrites]) or 1.0
+        bounds = {i: heat[i] / total for i in range(exp.num_rewrites)}
+        return region.order_sites(bounds), bounds
+
+    # --- 2. region judging --------------------------------------------------------------------
+
+    def _judge(self, ctx: SearchContext, exp: Expansion, aug, sites: Sequence[int], bounds: dict[int, float],
+               prof, counts: dict) -> list[Winner]:
+        """The local winners among `sites` (fallback sites judged on the whole program)."""
+        regions = region.cut_regions(aug, list(sites), prof)
+        cut = [r for r in regions if not (r.whole or getattr(r, "in_body", False))]
+        winners: list[Winner] = []
+        for r in regions:
+            if r.whole or getattr(r, "in_body", False):
+                # a region cut from a loop body is one iteration alone: its ratio does not say
+                # what the loop around it does, so the site is judged on the whole program
+                self._note_fallback(r.reason if r.whole else "site inside a loop or conditional body", counts)
+                winners += self._whole_singles(ctx, exp, r.sites[0], counts)
+        if not cut or ctx.out_of_time():
+            return winners
+        inputs = self._inputs(ctx, aug, cut)
+        for r, x in zip(cut, inputs):
+            if ctx.out_of_time():
+                break
+            # the region against itself first: its own noise, then every alternative of its site
+            cands = [Candidate(r, {})] + r.candidates()
+            results = self._evaluate(ctx, cands, [x] * len(cands))
+            counts["region_controls"] += 1
+            counts["region_candidates"] += len(cands) - 1
+            counts["sites_judged"] += 1
+            control, rest = results[0], results[1:]
+            if control.error or any(res.error for res in rest):
+                counts["region_failed"] += 1
+                self._note_fallback("the region did not run", counts)
+                winners += self._whole_singles(ctx, exp, r.sites[0], counts)
+                continue
+            winners += self._local_winners(r, control, rest, bounds)
+        counts["winners"] += len(winners)
+        return winners
+
+    def _inputs(self, ctx: SearchContext, aug, regions: list[Region]) -> list:
+        if self.boundary:
+            try:
+                return region.boundary_inputs(ctx.evaluator.worker, aug, regions)
+            except (CandidateError, RegionError) as e:
+                self.info["boundary"] = f"failed ({type(e).__name__}); random inputs"
+        return [region.random_inputs(r, ctx.seed) for r in regions]
+
+    def _evaluate(self, ctx: SearchContext, cands: list[Candidate], inputs: list) -> list[RegionResult]:
+        if self.executor is not None:
+            return region.evaluate_regions_on(self.executor, cands, inputs)
+        return region.evaluate_regions(ctx.evaluator.worker, cands, inputs)
+
+    def noise_margin(self, control: RegionResult) -> float:
+        """How far below 1 a region ratio must be to beat this region's own noise: twice the
+        control's distance from 1 (either statistic), at least `local_gain`."""
+        spread = max(abs(1 - control.ratio), abs(1 - control.median_ratio))
+        return max(self.local_gain, 2 * spread) if not math.isnan(spread) else math.inf
+
+    def _local_winners(self, r: Region, control: RegionResult, results: list[RegionResult],
+                       bounds: dict[int, float]) -> list[Winner]:
+        """The best alternative of the region's site, if it beats the region's noise."""
+        margin = self.noise_margin(control)
+        share = r.share if r.share is not None else bounds.get(r.sites[0], 0.0)
+        best: Winner | None = None
+        for res in results:
+            if not (res.ratio < 1 - margin and res.median_ratio < 1 - margin):
+                continue
+            (site, choice), = res.candidate.choices.items()
+            w = Winner(share * (1 - res.ratio), site, choice, r.labels[site][choice], res.ratio)
+            if best is None or w.saving > best.saving:
+                best = w
+        return [best] if best is not None else []
+
+    def _note_fallback(self, reason: str, counts: dict) -> None:
+        counts["fallback_sites"] += 1
+        key = reason.split(":")[0][:60]
+        self.info["fallback_reasons"][key] = self.info["fallback_reasons"].get(key, 0) + 1
+
+    def _whole_singles(self, ctx: SearchContext, exp: Expansion, site: int, counts: dict) -> list[Winner]:
+        """Fallback: each alternative of `site` alone, on the whole program."""
+        best: Winner | None = None
+        for choice in range(1, exp.dims[site].num_choices):
+            if ctx.out_of_time():
+                break
+            vec = [0] * len(exp.dims)
+            vec[site] = choice
+            child = ctx.child(exp, vec)
+            if child is None:
+                continue
+            ev = ctx.evaluate(child)
+            if ctx.improves(ev) and (best is None or 1 - ev.ratio > best.saving):
+                best = Winner(1 - ev.ratio, site, choice, exp.dims[site].labels[choice], ev.ratio)
+        return [best] if best is not None else []
+
+    # --- 3. assembly --------------------------------------------------------------------------
+
+    def _assemble(self, ctx: SearchContext, exp: Expansion, winners: list[Winner], state: State, ratio: float,
+                  vec: list[int], counts: dict) -> tuple[State, float, list[int]]:
+        """Add the winners to the current state greedily, largest predicted saving first; keep
+        each whole-program combination that passes the acceptance rule against the current."""
+        for w in sorted(winners, key=lambda w: -w.saving):
+            if ctx.out_of_time():
+                break
+            trial = list(vec)
+            trial[w.site] = w.choice
+            child = ctx.child(exp, trial)
+            if child is None or child.key == state.key:
+                continue
+            ev = ctx.evaluate(child)
+            counts["assembled"] += 1
+            if ctx.improves(ev, ratio):
+                state, ratio, vec = child, ev.ratio, trial
+                self.info.setdefault("taken", []).append(f"{w.label}@{w.site} (region {w.ratio:.3f}, "
+                                                         f"whole {ev.ratio:.3f})")
+        return state, ratio, vec
