@@ -99,3 +99,39 @@ def test_bench_loads_the_zoo():
 def test_unknown_zoo_program_is_a_clear_error():
     with pytest.raises(CorpusError, match="no program 'nope' in zoo"):
         zoo.load("nope")
+
+
+def test_oracle_actions_and_table(tmp_path):
+    # benchmarks/oracle.py's pieces, without timing: the actions it builds and the table it prints.
+    import os
+    import sys
+    import warnings
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    import oracle
+
+    from shlo_env import driver
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        aug = driver.augment(zoo.load("jraph_gat_infer"))
+    actions = oracle.pattern_actions(aug, max_sites=2)
+    every = [a for a in actions if a.kind == "all sites"]
+    singles = [a for a in actions if a.kind == "one site"]
+    assert every and singles
+    for a in every:
+        assert sum(1 for d in a.decisions if d) == a.sites
+    assert all(sum(1 for d in a.decisions if d) == 1 for a in singles)
+    assert all(sum(a.name == b.name for b in singles) <= 2 for a in singles)
+    assert oracle.option_actions(approx=False)
+
+    r = oracle.ProgramResult("p", "jax", "inference", 10, base_ms=2.0, floor_ms=1.0, control=[1.01, 0.99])
+    win = oracle.Action("option", "x=1", options=("x=1",), status="timed", ratios=[0.8, 0.9, 0.85])
+    r.actions, r.confirmed = [win], [win.label]
+    assert r.best() is win and r.t_over_floor == 2.0
+    csv_path = tmp_path / "bench.csv"
+    csv_path.write_text("name,ratio\np,0.9\n")
+    row = oracle.table([r], oracle.read_bench_csv(str(csv_path))).splitlines()[-1]
+    assert "| 0.850 | yes |" in row and row.endswith("| 0.900 | 67% |")
+    again = oracle.ProgramResult.from_dict(r.as_dict())
+    assert again.best().ratio == win.ratio
