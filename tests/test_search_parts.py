@@ -69,5 +69,6 @@ def test_nothing_is_timed_when_no_ratio_can_pass(multi_program):
     ctx.settings = dataclasses.replace(ctx.settings, threshold=-0.2)
     exp = ctx.expand(ctx.root)
     children = [(v, ctx.child(exp, v)) for v in sources.singles(False)(ctx, exp)]
-    assert CostModel().to_time(ctx, exp, children, [0.5] * len(children), 1.0) == []
+    cm = CostModel()
+    assert cm.to_time(ctx, [Prediction(0.5, cm.band(ctx))] * len(children)) == []
     assert acquisition.pick([Prediction(0.1, math.inf)], -0.2) == []

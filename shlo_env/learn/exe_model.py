@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from shlo_env.learn import hlo_features
+from shlo_env.learn.model import LearnedModel
 
 WEIGHTS = Path(__file__).parent / "exe_weights.npz"
 DEFAULT_L2 = 1e-3
@@ -65,7 +66,10 @@ def step_patterns(labels: Sequence[str]) -> Counter:
 
 
 @dataclass
-class ExeModel:
+class ExeModel(LearnedModel):
+    """The linear model (`LearnedModel`): `predict(features, patterns)` is `scores`."""
+
+    ERROR_KEY = "cv_log_error_median"
     w: np.ndarray
     mean: np.ndarray
     std: np.ndarray
@@ -80,6 +84,13 @@ class ExeModel:
         exact ties at random."""
         rows, which = np.unique(design(features, patterns, self.patterns), axis=0, return_inverse=True)
         return (((rows - self.mean) / self.std) @ self.w)[which.reshape(-1)]
+
+    def predict(self, features: np.ndarray, patterns: Sequence[Mapping[str, int]] | None = None) -> np.ndarray:
+        return self.scores(features, patterns)
+
+    @classmethod
+    def load(cls, path=None) -> "ExeModel":
+        return load(path)
 
     def save(self, path) -> Path:
         np.savez_compressed(path, w=self.w, mean=self.mean, std=self.std, features=np.asarray(self.features),
@@ -102,14 +113,9 @@ def load(path=None) -> ExeModel:
     return m
 
 
-_SHIPPED: ExeModel | None = None
-
-
 def shipped() -> ExeModel:
-    global _SHIPPED
-    if _SHIPPED is None:
-        _SHIPPED = load()
-    return _SHIPPED
+    """The shipped weights, loaded once (`LearnedModel.shipped`)."""
+    return ExeModel.shipped()
 
 
 @dataclass
@@ -240,7 +246,7 @@ def log_errors(m: ExeModel, programs: Sequence[Program]) -> np.ndarray:
 def cv_log_error_median(programs: Sequence[Program], fold_of, folds: int = 3, l2: float = DEFAULT_L2) -> float:
     """The median `log_errors` on held-out programs, each fold fitted without the programs of a
     share of the sources (`fold_of(source, folds)`, as `cross_validate`): the learned
-    strategy's error band for this model's predictions (`Learned.exe_unsure`)."""
+    strategy's error band for this model's predictions (`LearnedModel.uncertainty`)."""
     errors = [log_errors(fit([p for p in programs if fold_of(p.source, folds) != k], l2),
                          [p for p in programs if fold_of(p.source, folds) == k]) for k in range(folds)]
     return float(np.median(np.concatenate(errors)))

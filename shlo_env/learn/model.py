@@ -323,6 +323,60 @@ def load(path=None) -> tuple[dict, tuple, dict]:
     return params, norm, info
 
 
+DEFAULT_UNSURE = 0.25  # log-ratio band when weights record no validation error
+
+
+class LearnedModel:
+    """What both learned models share, and all the search's rankers use (`search.rankers`):
+    `load(path)` (None: the weights shipped in the package), `shipped()` (loaded once),
+    `predict(*inputs)` (scores: predicted log runtime of each row, up to a per-program
+    constant), `ratios(*inputs)` (each row's predicted runtime ratio to row 0) and
+    `uncertainty()` (the log-ratio error band its weights record under `ERROR_KEY`)."""
+
+    ERROR_KEY = ""
+    info: dict
+    _shipped: Any = None
+
+    def predict(self, *inputs) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def ratios(self, *inputs) -> np.ndarray:
+        s = self.predict(*inputs)
+        return np.exp(s[1:] - s[0])
+
+    def uncertainty(self) -> float:
+        value = self.info.get(self.ERROR_KEY)
+        return float(value) if value is not None else DEFAULT_UNSURE
+
+    @classmethod
+    def load(cls, path=None):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @classmethod
+    def shipped(cls):
+        if cls.__dict__.get("_shipped") is None:  # per subclass
+            cls._shipped = cls.load()
+        return cls._shipped
+
+
+@dataclasses.dataclass
+class GraphModel(LearnedModel):
+    """The graph network's weights: `predict(g, vectors)` scores the augmented graph `g` under
+    each decision vector (`predicted_scores`)."""
+
+    ERROR_KEY = "val_log_error_median"
+    params: dict
+    norm: tuple
+    info: dict
+
+    def predict(self, g, vectors, corrected: bool = True) -> np.ndarray:
+        return predicted_scores(g, vectors, (self.params, self.norm, self.info), corrected)
+
+    @classmethod
+    def load(cls, path=None) -> "GraphModel":
+        return cls(*load(path))
+
+
 _SHIPPED: tuple | None = None
 
 

@@ -9,16 +9,19 @@ Rankers compile at most (no run); what they predict is acted on by the one acqui
     CostAnalysis     XLA's cost analysis through a roofline (flops, transcendentals, bytes)
     GraphNetwork     the learned graph model (`shlo_env.learn.model`), no compile
     ExecutableModel  the learned model of XLA's optimized HLO (`shlo_env.learn.exe_model`)
+    Cascade          a cheap ranker for every child, a costly one again on the best
 
-A static graph counts a loop body once and a window once: a child that rewrites a `while` or a
-`reduce_window` (`touches_blind_ops`) gets unbounded uncertainty from the learned rankers, so
-the acquisition rule always lets it be timed.
+Both learned rankers read one `learn.model.LearnedModel` (load, predict, uncertainty). A
+static graph counts a loop body once and a window once: a child that rewrites a `while` or a
+`reduce_window` (`touches_blind_ops`) gets unbounded uncertainty from `GraphNetwork`, so the
+acquisition rule times it first.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections import Counter
 from typing import TYPE_CHECKING, Protocol
 
@@ -32,7 +35,6 @@ if TYPE_CHECKING:
 
 # ops whose cost depends on how often or over what window they run, which the static graph omits
 BLIND_OPS = frozenset({"stablehlo.while", "stablehlo.reduce_window"})
-DEFAULT_UNSURE = 0.25  # log-ratio band when a learned model's weights record no validation error
 
 # (flops/s, transcendentals/s, bytes/s): rough orders of magnitude for one CPU socket / one GPU.
 MACHINE = {
@@ -105,97 +107,142 @@ def touches_blind_ops(g: observe.Graph, vec: list[int]) -> bool:
     return any(alternative_of.get(int(g.edge_dst[e])) in taken for e in roots)
 
 
-class GraphNetwork:
-    """The learned graph model over the augmented program (no compile): exp(score - score of
-    the parent) is the predicted ratio; the band is the weights' validation error
-    (`val_log_error_median`), unbounded for `touches_blind_ops`. Rewrite decisions only: a
-    vector that takes an XLA action gets no estimate. `corrected=False`: the readout's bytes
-    roofline without the learned correction (the model's prior)."""
+def is_direct(ctx: SearchContext, exp: Expansion, vec, child: State) -> bool:
+    """Whether `child` is the state `vec` leads to in one step (not a state further along a
+    chain, `sources.pick_first_chain`)."""
+    return ctx.child(exp, vec) is child
 
-    def __init__(self, weights=None, uncertainty: float | None = None, corrected: bool = True):
-        self.weights = weights
-        self.uncertainty = uncertainty
-        self.corrected = corrected
-        self._model: tuple | None = None
 
-    def state(self) -> tuple:
-        from shlo_env.learn import model
-
-        if self._model is None:
-            self._model = model.load(self.weights)
-        return self._model
-
-    def band(self) -> float:
-        if self.uncertainty is not None:
-            return self.uncertainty
-        return float(self.state()[2].get("val_log_error_median", DEFAULT_UNSURE))
-
-    def rank(self, ctx: SearchContext, exp: Expansion, children: list[tuple[list[int], State]]) -> list[Prediction]:
-        from shlo_env.learn import model
-
-        if exp.augmented is None or not children:
-            return [Prediction(math.inf) for _ in children]
-        g = observe.graph(exp.augmented, uids=False)
-        vectors = [[0] * exp.num_rewrites] + [list(vec[:exp.num_rewrites]) for vec, _ in children]
-        s = model.predicted_scores(g, vectors, self.state(), corrected=self.corrected)
-        band = self.band()
-        return [Prediction(math.inf) if any(vec[exp.num_rewrites:]) else
-                Prediction(float(np.exp(score - s[0])), math.inf if touches_blind_ops(g, vec) else band)
-                for (vec, _), score in zip(children, s[1:])]
+def patterns_taken(ctx: SearchContext, exp: Expansion, vec, child: State) -> Counter:
+    """The rewrite patterns `child` takes beyond the state `exp` expands (the executable
+    model's pattern columns; the state's own are 0, as they cancel): the vector's for a
+    direct child, the applied rewrites added since the state for one further along a chain."""
+    if is_direct(ctx, exp, vec, child):
+        return step_patterns(exp, vec)
+    return Counter(child.program.applied) - Counter(exp.state.program.applied)
 
 
 def step_patterns(exp: Expansion, vec) -> Counter:
-    """The rewrite patterns a decision vector takes in the state `exp` expands (the executable
-    model's pattern columns; the state's own are 0, as they cancel)."""
+    """The rewrite patterns a decision vector takes in the state `exp` expands."""
     from shlo_env.learn import exe_model
 
     return exe_model.step_patterns([d.labels[c] for d, c in zip(exp.dims, vec) if c and d.kind == "rewrite"])
 
 
-class ExecutableModel:
-    """The learned model of XLA's optimized HLO (`learn.hlo_features`; one compile per child,
-    no run): it reads trip counts, so its band (the weights' `cv_log_error_median`) holds for
-    loop rewrites too. A child that does not compile gets no estimate."""
+class LearnedRanker:
+    """A ranker over one learned model (`learn.model.LearnedModel`): `weights` None for those
+    shipped in the package; the band is `uncertainty` if given, else the model's own error."""
 
     def __init__(self, weights=None, uncertainty: float | None = None):
         self.weights = weights
         self.uncertainty = uncertainty
-        self._exe = None
+        self._model = None
+
+    def model_class(self):  # pragma: no cover - abstract
+        raise NotImplementedError
 
     def model(self):
-        from shlo_env.learn import exe_model
-
-        if self._exe is None:
-            self._exe = exe_model.shipped() if self.weights is None else exe_model.load(self.weights)
-        return self._exe
+        if self._model is None:
+            cls = self.model_class()
+            self._model = cls.shipped() if self.weights is None else cls.load(self.weights)
+        return self._model
 
     def band(self) -> float:
-        if self.uncertainty is not None:
-            return self.uncertainty
-        value = self.model().info.get("cv_log_error_median")
-        return float(value) if value is not None else DEFAULT_UNSURE
+        return self.uncertainty if self.uncertainty is not None else self.model().uncertainty()
+
+
+class GraphNetwork(LearnedRanker):
+    """The learned graph model over the augmented program (no compile); band: the weights'
+    validation error, unbounded for `touches_blind_ops`. Rewrite decisions of one step only:
+    a vector that takes an XLA action, or a state further along a chain, gets no estimate.
+    `corrected=False`: the readout's bytes roofline without the learned correction."""
+
+    def __init__(self, weights=None, uncertainty: float | None = None, corrected: bool = True):
+        super().__init__(weights, uncertainty)
+        self.corrected = corrected
+
+    def model_class(self):
+        from shlo_env.learn import model
+
+        return model.GraphModel
 
     def rank(self, ctx: SearchContext, exp: Expansion, children: list[tuple[list[int], State]]) -> list[Prediction]:
-        parent = ctx.executable_features(exp.state)
+        if exp.augmented is None or not children:
+            return [Prediction(math.inf) for _ in children]
+        g = observe.graph(exp.augmented, uids=False)
+        vectors = [[0] * exp.num_rewrites] + [list(vec[:exp.num_rewrites]) for vec, _ in children]
+        ratios = self.model().ratios(g, vectors, self.corrected)
+        band = self.band()
+        return [Prediction(math.inf) if any(vec[exp.num_rewrites:]) or not is_direct(ctx, exp, vec, child) else
+                Prediction(float(r), math.inf if touches_blind_ops(g, vec) else band)
+                for (vec, child), r in zip(children, ratios)]
+
+
+class ExecutableModel(LearnedRanker):
+    """The learned model of XLA's optimized HLO (`learn.hlo_features`; one compile per child,
+    no run): it reads trip counts and XLA actions, so its band (the weights'
+    `cv_log_error_median`) holds for loop rewrites too. A child that does not compile, or
+    that `only` leaves out, gets no estimate; compiling stops at the perf_counter `until`."""
+
+    def model_class(self):
+        from shlo_env.learn import exe_model
+
+        return exe_model.ExeModel
+
+    def rank(self, ctx: SearchContext, exp: Expansion, children: list[tuple[list[int], State]],
+             only: list[int] | None = None, until: float = math.inf) -> list[Prediction]:
         out = [Prediction(math.inf)] * len(children)
+        parent = None if only == [] else ctx.executable_features(exp.state)
         if parent is None:
             return out
         rows, idx = [parent], []
         patterns: list[Counter] = [Counter()]
-        for i, (vec, child) in enumerate(children):
-            f = None if ctx.out_of_time() else ctx.executable_features(child)
+        for i in (range(len(children)) if only is None else only):
+            if ctx.out_of_time() or time.perf_counter() > until:
+                break
+            vec, child = children[i]
+            f = ctx.executable_features(child)
             if f is not None:
                 rows.append(f)
-                patterns.append(step_patterns(exp, vec))
+                patterns.append(patterns_taken(ctx, exp, vec, child))
                 idx.append(i)
         if not idx:
             return out
-        s = self.model().scores(np.stack(rows), patterns)
         band = self.band()
-        for i, score in zip(idx, s[1:]):
-            out[i] = Prediction(float(np.exp(score - s[0])), band)
+        for i, r in zip(idx, self.model().ratios(np.stack(rows), patterns)):
+            out[i] = Prediction(float(r), band)
         return out
 
 
-__all__ = ["BLIND_OPS", "CostAnalysis", "ExecutableModel", "GraphNetwork", "MACHINE", "Prediction", "Ranker",
-           "roofline", "step_patterns", "touches_blind_ops"]
+class Cascade:
+    """Two rankers, cheapest first: `first` ranks every child; `then` (an `ExecutableModel`)
+    ranks again, by compiling, the `k` children `first` ranks best, then those `first` has no
+    estimate for (a chain's deeper states), then the rest in `first`'s order, until `share`
+    of the time left is spent (compiles must not eat the budget the timings need). Children
+    with unbounded uncertainty are left to `first` (the acquisition rule times them anyway:
+    nothing to compile for). Where `then` ranked, its prediction stands; other children get
+    none. If `then` ranked nothing (the state does not compile, no time), `first`'s stand."""
+
+    def __init__(self, first: GraphNetwork, then: ExecutableModel, k: int = 4, share: float = 0.5):
+        self.first, self.then, self.k, self.share = first, then, k, share
+        self.compiled = 0
+
+    def rank(self, ctx: SearchContext, exp: Expansion, children: list[tuple[list[int], State]]) -> list[Prediction]:
+        cheap = self.first.rank(ctx, exp, children)
+        if self.k <= 0 or not children:
+            return cheap
+        seen = [i for i, p in enumerate(cheap) if not math.isinf(p.uncertainty)]
+        ranked = sorted((i for i in seen if math.isfinite(cheap[i].ratio)), key=lambda i: cheap[i].ratio)
+        blank = [i for i in seen if not math.isfinite(cheap[i].ratio)]
+        order = ranked[:self.k] + blank + ranked[self.k:]
+        until = time.perf_counter() + self.share * ctx.time_left()
+        costly = self.then.rank(ctx, exp, children, only=order, until=until)
+        scored = [i for i, p in enumerate(costly) if math.isfinite(p.ratio)]
+        self.compiled += len(scored)
+        if not scored:
+            return cheap
+        return [cheap[i] if math.isinf(cheap[i].uncertainty) else costly[i] for i in range(len(children))]
+
+
+__all__ = ["BLIND_OPS", "Cascade", "CostAnalysis", "ExecutableModel", "GraphNetwork", "LearnedRanker", "MACHINE",
+           "Prediction", "Ranker", "is_direct", "patterns_taken", "roofline", "step_patterns", "touches_blind_ops"]

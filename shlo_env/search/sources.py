@@ -13,8 +13,13 @@ acquisition rule picks (`shlo_env.search.acquisition`).
     exhaustive        every vector (small spaces only)
     xla_actions       each offered XLA action alone (the option screen's candidates)
 
-Combinators: `chain(*sources)` (in turn), `alternate(*sources)` (a1, b1, a2, ...), and
-`distinct(source, limit)` (no stop vector, no repeat, at most `limit`). Beam search's children
+Combinators: `chain(*sources)` (in turn), `alternate(*sources)` (a1, b1, a2, ...),
+`first(n, source)` (its first n), and `distinct(source, limit)` (no stop vector, no repeat,
+at most `limit`).
+
+One source yields states rather than vectors: `pick_first_chain(ctx, exp)`, the pick-first
+chain from the state beyond its first step, as (first step's vector, state) pairs: a rewrite
+that pays only once a later one applies is several steps deep, out of one step's reach. Beam search's children
 are `distinct(chain(pick_first, alternate(singles(hot), sweeps(hot)), random_draws(...)))`.
 """
 
@@ -27,7 +32,7 @@ from typing import TYPE_CHECKING
 from shlo_env.search.base import all_vectors, interleave, is_stop, pick_first_vector, random_vector
 
 if TYPE_CHECKING:
-    from shlo_env.search.base import Expansion, SearchContext
+    from shlo_env.search.base import Expansion, SearchContext, State
 
 Source = Callable[["SearchContext", "Expansion"], Iterator[list[int]]]
 
@@ -83,6 +88,23 @@ def alternate(*sources: Source) -> Source:
     return lambda ctx, exp: interleave(*(s(ctx, exp) for s in sources))
 
 
+def first(n: int, source: Source) -> Source:
+    """The source's first `n` vectors."""
+    return lambda ctx, exp: itertools.islice(source(ctx, exp), max(0, n))
+
+
+def pick_first_chain(ctx: SearchContext, exp: Expansion) -> Iterator[tuple[list[int], State]]:
+    """The states of the pick-first chain from `exp`'s state (`stepwise.pick_first_states`)
+    after its first step (that one is `pick_first`'s child), each with the first step's vector.
+    Nothing is evaluated."""
+    from shlo_env.search.stepwise import pick_first_states
+
+    vec = pick_first_vector(exp.dims)
+    if is_stop(vec):
+        return
+    yield from ((vec, state) for state in itertools.islice(pick_first_states(ctx, exp.state), 1, None))
+
+
 def distinct(source: Source, limit: int | None = None) -> Source:
     """The source without the stop vector and repeats, at most `limit` vectors."""
     def out(ctx: SearchContext, exp: Expansion) -> Iterator[list[int]]:
@@ -98,5 +120,5 @@ def distinct(source: Source, limit: int | None = None) -> Source:
     return out
 
 
-__all__ = ["Source", "alternate", "chain", "distinct", "exhaustive", "pick_first", "random_draws", "singles", "sweeps",
-           "xla_actions"]
+__all__ = ["Source", "alternate", "chain", "distinct", "exhaustive", "first", "pick_first", "pick_first_chain",
+           "random_draws", "singles", "sweeps", "xla_actions"]
