@@ -20,13 +20,17 @@ first on those kernels alone, cut out as a small module that compiles and runs i
   `func.func @main(values read from outside) -> (values used outside)`; constants defined outside
   are cloned in, so XLA folds them as in the whole program. The cut keeps the alternatives ops,
   so `Region.before()` / `Region.after(choices)` are `driver.apply` on it. A site inside a loop
-  or conditional body, a region holding an op with side effects, or one reading a non-tensor
-  value falls back to the whole program (`Region.whole`, with `reason`).
+  body is cut from that body (`Region.in_body`: one iteration; the profile's share is summed
+  over the iterations). An outside op that computes a region input from other region inputs is
+  pulled in, so random inputs keep before and after comparable. Sites in different blocks, a
+  region holding an op with side effects or a `case`/`if`, or one reading a non-tensor value fall
+  back to the whole program (`Region.whole`, with `reason`).
 - **Inputs.** `boundary_inputs` runs the original once on its example inputs with every region's
   inputs as extra outputs (one compile for all regions of a program): exact values, so gathers
   and dynamic slices index as in the program. Without example inputs, `random_inputs` draws
   N(0,1) floats and integers in [-8, 8] (XLA clamps gather and dynamic-slice indices, so a
-  random index cannot fault, but it can read other rows than the program would).
+  random index cannot fault, but it can read other rows than the program would). A region cut
+  from a loop body always gets random inputs: its values change every iteration.
 - **Evaluation** (`evaluate_regions`): region-before and region-after compiled and timed side by
   side on one runner; `RegionResult.predicted` = 1 - share x (1 - region ratio), where share is
   the region's kernels' share of the profile's summed kernel time. `evaluate_regions_on` fans
@@ -94,35 +98,39 @@ class _Graph:
     """The ops of `program`'s main body as integers: who reads whom, and each op's range of
     profile indices (walk order of `baseline(program)`, alternatives ops skipped)."""
 
-    def __init__(self, program: Program):
+    def __init__(self, program: Program, block: ir.Block | None = None, numbering: _Graph | None = None):
         self.program = program
-        self.block = program.body
+        self.block = block if block is not None else program.body
         self.ops = block_ops(self.block)
         self.pos = {op: i for i, op in enumerate(self.ops)}
         n = len(self.ops)
         self.preds: list[set[int]] = [set() for _ in range(n)]
         self.succs: list[set[int]] = [set() for _ in range(n)]
         self.args_read: list[set[int]] = [set() for _ in range(n)]
-        self.defs: dict[ir.Value, int] = {}  # value defined in main (any depth) -> its top-level op
+        self.defs: dict[ir.Value, int] = {}  # value defined in the block (any depth) -> its op's position
         self.arg_index: dict[ir.Value, int] = {a: j for j, a in enumerate(self.block.arguments)}
-        self.start: list[int] = []  # profile index of each top-level op (alternatives: where it would be)
+        # profile indices count every op of main (walk order, alternatives ops skipped)
         self.names: list[str] = []  # op name by profile index
         self.nested: dict[ir.Operation, int] = {}  # every op nested in main -> its profile index
-        self.owner_of: list[int] = []  # profile index -> top-level position
+        if numbering is not None:
+            self.names, self.nested = numbering.names, numbering.nested
+        else:
+            for op in walk_block(program.body, stop=(alt_dialect.ALTERNATIVES,)):
+                if op.name != alt_dialect.ALTERNATIVES:
+                    self.nested[op] = len(self.names)
+                    self.names.append(op.name)
+        self._indices: list[list[int]] = []  # position -> profile indices of it and the ops in it
+        self.owner_of: dict[int, int] = {}  # profile index (in this block) -> position
         for i, op in enumerate(self.ops):
-            self.start.append(len(self.names))
             for inner in [op] + list(walk_block_of(op)):
                 self.defs.update((r, i) for r in inner.results)
                 for region in inner.regions:
                     for b in region.blocks:
                         self.defs.update((a, i) for a in b.arguments)
-            if op.name == alt_dialect.ALTERNATIVES:
-                continue  # not in baseline(program): no profile index, nor its regions' ops
-            for inner in [op] + list(walk(op, stop=(alt_dialect.ALTERNATIVES,))):
-                if inner.name != alt_dialect.ALTERNATIVES:
-                    self.nested[inner] = len(self.names)
-                    self.names.append(inner.name)
-                    self.owner_of.append(i)
+            mine = [self.nested[x] for x in [op] + list(walk(op, stop=(alt_dialect.ALTERNATIVES,)))
+                    if x in self.nested]
+            self._indices.append(mine)
+            self.owner_of.update((k, i) for k in mine)
         for i, op in enumerate(self.ops):
             for v in self.reads(op):
                 d = self.defs.get(v)
@@ -138,10 +146,9 @@ class _Graph:
         for inner in walk_block_of(op):
             yield from inner.operands
 
-    def indices(self, i: int) -> range:
-        """Profile indices of top-level op `i` and the ops nested in it."""
-        end = self.start[i + 1] if i + 1 < len(self.start) else len(self.names)
-        return range(self.start[i], end)
+    def indices(self, i: int) -> list[int]:
+        """Profile indices of the op at position `i` and the ops nested in it."""
+        return self._indices[i]
 
     def top(self, value: ir.Value) -> int | None:
         return self.defs.get(value)
@@ -160,16 +167,30 @@ def walk_block_of(op: ir.Operation) -> Iterator[ir.Operation]:
 class _Site:
     index: int
     op: ir.Operation
-    top_level: bool
+    block: ir.Block
     choices: int
     labels: tuple[str, ...]
     tiers: tuple[int, ...]
 
 
 def _sites(program: Program) -> list[_Site]:
-    body = program.body
-    return [_Site(a.index, a.op, a.op.block == body, a.num_choices, a.labels, a.tiers)
-            for a in list_alternatives(program)]
+    return [_Site(a.index, a.op, a.op.block, a.num_choices, a.labels, a.tiers) for a in list_alternatives(program)]
+
+
+class _Graphs:
+    """The `_Graph` of each block holding a site, made when first asked for."""
+
+    def __init__(self, program: Program):
+        self.main = _Graph(program)
+        self._made: list[_Graph] = [self.main]
+
+    def of(self, block: ir.Block) -> _Graph:
+        for g in self._made:
+            if g.block == block:
+                return g
+        g = _Graph(self.main.program, block, numbering=self.main)
+        self._made.append(g)
+        return g
 
 
 def _resolve(g: _Graph, v: ir.Value) -> ir.Value:
@@ -237,23 +258,14 @@ def check_profile(g_or_program: _Graph | Program, profile: Profile) -> None:
 
 def site_bounds(profile: Profile, program: Program) -> dict[int, float]:
     """Site index -> the summed time share of the kernels its matched ops sit in: the most its
-    rewrite can save. A site in a loop or conditional body is bounded by the kernels holding its
-    root ops there (its enclosing loop's own share is not counted)."""
-    g = _Graph(program)
-    check_profile(g, profile)
+    rewrite can save. A site in a loop body is bounded by the kernels of that body it touches
+    (their time summed over the iterations; the loop's own share is not counted)."""
+    graphs = _Graphs(program)
+    check_profile(graphs.main, profile)
     out: dict[int, float] = {}
     for site in _sites(program):
-        if site.top_level:
-            positions = _matched(g, site)
-            ks = _touched_kernels(g, positions, profile)
-        else:
-            nres = len(site.op.results)
-            idx = set()
-            for v in list(site.op.operands)[:nres]:
-                owner = v.owner
-                if not isinstance(owner, ir.Block) and owner.operation in g.nested:
-                    idx.add(g.nested[owner.operation])
-            ks = [k for k, kern in enumerate(profile.kernels) if idx.intersection(kern.ops)]
+        g = graphs.of(site.block)
+        ks = _touched_kernels(g, _matched(g, site), profile)
         out[site.index] = sum(profile.kernels[k].share for k in ks)
     return out
 
@@ -277,7 +289,9 @@ class Region:
     `program` keeps its alternatives ops; `local` maps a site of the whole program to its
     alternatives index in `program`. `inputs`/`outputs` say which values of the whole program
     the module's arguments and results are: ("arg", j) for main's argument j, else
-    (top-level position in the augmented main body, result number)."""
+    (top-level position in the augmented main body, result number). A region cut from a loop
+    body (`in_body`) times one iteration; its values change every iteration, so it has no
+    boundary values (`boundary_inputs` gives it random ones)."""
 
     program: Program
     sites: tuple[int, ...]
@@ -291,6 +305,7 @@ class Region:
     reason: str = ""  # why it fell back to the whole program
     inputs: tuple[tuple[Any, int], ...] = ()
     outputs: tuple[tuple[Any, int], ...] = ()
+    in_body: bool = False  # cut from a loop or conditional body: one iteration, no boundary values
 
     def before(self) -> Program:
         """The region with every choice 0 (the original computation)."""
@@ -329,11 +344,11 @@ def baseline(program: Program) -> Program:
 def cut_regions(program: Program, site_sets: Sequence[Sequence[int] | int],
                 profile: Profile | None = None) -> list[Region]:
     """`cut_region` for many site sets of one program, reading the program's graph once."""
-    g = _Graph(program)
+    graphs = _Graphs(program)
     if profile is not None:
-        check_profile(g, profile)
+        check_profile(graphs.main, profile)
     sites = _sites(program)
-    return [_cut(g, sites, [s] if isinstance(s, int) else list(s), profile) for s in site_sets]
+    return [_cut(graphs, sites, [s] if isinstance(s, int) else list(s), profile) for s in site_sets]
 
 
 def cut_region(program: Program, site_ids: Sequence[int] | int, profile: Profile | None = None) -> Region:
@@ -342,16 +357,17 @@ def cut_region(program: Program, site_ids: Sequence[int] | int, profile: Profile
     return cut_regions(program, [site_ids], profile)[0]
 
 
-def _cut(g: _Graph, sites: list[_Site], ids: list[int], profile: Profile | None) -> Region:
+def _cut(graphs: _Graphs, sites: list[_Site], ids: list[int], profile: Profile | None) -> Region:
     if not ids:
         raise RegionError("a region needs at least one site")
     for s in ids:
         if not 0 <= s < len(sites):
             raise RegionError(f"site {s} out of range: the program has {len(sites)} alternatives ops")
     chosen = [sites[s] for s in ids]
-    nested = [s.index for s in chosen if not s.top_level]
-    if nested:
-        return _whole(g.program, sites, ids, f"site {nested[0]} is inside a loop or conditional body")
+    program = graphs.main.program
+    if any(s.block != chosen[0].block for s in chosen):
+        return _whole(program, sites, ids, "the sites sit in different blocks (main, a loop body, ...)")
+    g = graphs.of(chosen[0].block)
     members: set[int] = set()
     for site in chosen:
         members |= _matched(g, site)
@@ -359,18 +375,18 @@ def _cut(g: _Graph, sites: list[_Site], ids: list[int], profile: Profile | None)
     if profile is not None:
         kernels = _touched_kernels(g, members, profile)
         for k in kernels:
-            members.update(g.owner_of[i] for i in profile.kernels[k].ops if i < len(g.owner_of))
+            members.update(g.owner_of[i] for i in profile.kernels[k].ops if i in g.owner_of)
     else:
         members |= _fusible_neighbours(g, members)
     ret = len(g.ops) - 1
     members.discard(ret)
-    members = _convex(g, members)
+    members = _convex(g, _with_derived_inputs(g, _convex(g, members)))
     if ret in members:
-        return _whole(g.program, sites, ids, "the region would hold main's return")
+        return _whole(program, sites, ids, "the region would hold its block's terminator")
     members |= {p for i in members for p in g.preds[i] if g.ops[p].name == CONSTANT}
     problem = _unfit(g, members)
     if problem:
-        return _whole(g.program, sites, ids, problem)
+        return _whole(program, sites, ids, problem)
     if profile is not None:
         kernels = _touched_kernels(g, members, profile)
     share = sum(profile.kernels[k].share for k in kernels) if profile is not None else None
@@ -378,16 +394,16 @@ def _cut(g: _Graph, sites: list[_Site], ids: list[int], profile: Profile | None)
         module, inputs, outputs = _build(g, sorted(members))
         cut = program_from_module(module, name=f"{g.program.name}.region", inline=False)
     except (ir.MLIRError, ValueError) as e:
-        return _whole(g.program, sites, ids, f"the cut does not stand alone: {e}")
+        return _whole(program, sites, ids, f"the cut does not stand alone: {e}")
     # the cut keeps walk order, so the sites inside it (nested ones too) keep their order
-    inside = [s.index for s in sites if g.defs[s.op.results[0]] in members]
+    inside = [s.index for s in sites if g.defs.get(s.op.results[0]) in members]
     local = {s: j for j, s in enumerate(inside)}
     if len(list_alternatives(cut)) != len(inside):
         raise RegionError("the cut lost or gained an alternatives op")
     return Region(cut, tuple(ids), local, {s: sites[s].labels for s in local},
                   {s: sites[s].tiers for s in local}, tuple(sorted(members)),
                   tuple(profile.kernels[k].name for k in kernels) if profile is not None else (), share,
-                  inputs=tuple(inputs), outputs=tuple(outputs))
+                  inputs=tuple(inputs), outputs=tuple(outputs), in_body=g.block != g.program.body)
 
 
 def _whole(program: Program, sites: list[_Site], ids: list[int], reason: str) -> Region:
@@ -396,6 +412,29 @@ def _whole(program: Program, sites: list[_Site], ids: list[int], reason: str) ->
     return Region(program, tuple(ids), {s.index: s.index for s in sites}, {s.index: s.labels for s in sites},
                   {s.index: s.tiers for s in sites}, share=1.0, whole=True, reason=reason,
                   inputs=tuple(("arg", j) for j in range(n)), outputs=tuple(("ret", j) for j in range(nres)))
+
+
+def _with_derived_inputs(g: _Graph, members: set[int], rounds: int = 3) -> set[int]:
+    """`members` plus the outside ops that compute a region input from other region inputs
+    (a transpose of an argument, when a rewrite reads both): otherwise the region would take
+    both as independent arguments, and on random inputs before and after would disagree."""
+    members = set(members)
+    for _ in range(rounds):
+        reads = {v for i in members for v in g.reads(g.ops[i])}
+        inputs = {v for v in reads if g.defs.get(v) not in members}
+        found = set()
+        for v in inputs:
+            d = g.defs.get(v)
+            if d is None or g.ops[d].name in (CONSTANT, alt_dialect.ALTERNATIVES) or not len(g.ops[d].results):
+                continue
+            outer = [u for u in g.reads(g.ops[d]) if g.defs.get(u) != d]
+            if outer and all(u in inputs or (g.defs.get(u) is not None and g.ops[g.defs[u]].name == CONSTANT)
+                             for u in outer):
+                found.add(d)
+        if not found:
+            break
+        members |= found
+    return members
 
 
 def _fusible_neighbours(g: _Graph, members: set[int]) -> set[int]:
@@ -455,11 +494,12 @@ def _build(g: _Graph, members: list[int]) -> tuple[ir.Module, list, list]:
             d = g.defs.get(v)
             if (d is not None and d in inside) or v in seen:
                 continue
-            if d is None and v not in g.arg_index:
-                continue  # a nested block's own argument
             seen.add(v)
             params.append(v)
-            addrs.append(("arg", g.arg_index[v]) if d is None else (d, _result_number(v)))
+            if d is not None:
+                addrs.append((d, _result_number(v)))
+            else:  # the block's argument, or (in a loop body) a value the body reads from outside
+                addrs.append(("arg", g.arg_index[v]) if v in g.arg_index else ("outer", -1))
     outputs: list[ir.Value] = []
     out_addrs: list[tuple[Any, int]] = []
     for i in members:
@@ -514,6 +554,10 @@ def random_inputs(region: Region, seed: int = 0) -> list[np.ndarray]:
 def boundary_program(program: Program, regions: Sequence[Region]) -> tuple[Program, list[tuple[int, int]]]:
     """`baseline(program)` with every region's inputs and outputs as extra results; returns it
     and, per region, the (start, end) of its inputs among the extra results (its outputs follow)."""
+    body = [r.sites for r in regions if r.in_body]
+    if body:
+        raise RegionError(f"the region of sites {body[0]} is cut from a loop body: the original's values there "
+                          "change every iteration (use random_inputs)")
     prog = program.clone()
     with ir_scope():
         main = prog.main
@@ -569,8 +613,11 @@ def boundary_values(runner: Runner, program: Program, regions: Sequence[Region],
 
 def boundary_inputs(runner: Runner, program: Program, regions: Sequence[Region],
                     inputs: Sequence[np.ndarray] | None = None) -> list[list[np.ndarray]]:
-    """Per region, its inputs as the original computes them (see `boundary_values`)."""
-    return [ins for ins, _ in boundary_values(runner, program, regions, inputs)]
+    """Per region, its inputs as the original computes them (see `boundary_values`); random
+    ones (`random_inputs`) for a region cut from a loop body."""
+    outer = [r for r in regions if not r.in_body]
+    found = iter(boundary_values(runner, program, outer, inputs) if outer else [])
+    return [random_inputs(r) if r.in_body else next(found)[0] for r in regions]
 
 
 # --- evaluation --------------------------------------------------------------------------------

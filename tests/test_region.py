@@ -83,22 +83,46 @@ def test_the_region_holds_the_kernels_of_the_site(mlp):
         r.after({site + 100: 1})
 
 
-def test_a_site_inside_a_loop_falls_back_to_the_whole_program():
-    def f(x, w):
-        return jax.lax.fori_loop(0, 3, lambda i, h: jnp.tanh(jnp.transpose(h) @ w), x)
+def _loop(x, w):
+    y = jnp.transpose(x) @ w  # a site in main
+    return jax.lax.fori_loop(0, 3, lambda i, h: jnp.tanh(jnp.transpose(h) @ w), y)
 
-    x = np.eye(16, dtype=np.float32)
-    program = _augment(f, x, x)
-    inner = _site(program, "fold_transpose_into_dot_lhs")
-    r = region.cut_region(program, inner)
-    assert r.whole and "loop" in r.reason and r.share == 1.0
+
+def test_a_site_inside_a_loop_is_cut_from_the_loop_body():
+    x = np.eye(16, dtype=np.float32) * 0.5
+    program = _augment(_loop, x, x)
+    inner = next(a.index for a in driver.list_alternatives(program)
+                 if "fold_transpose_into_dot_lhs" in a.labels and a.op.block != program.body)
+    prof = profile_program(region.baseline(program), runs=2, patterns=())
+    for r in (region.cut_region(program, inner), region.cut_region(program, inner, prof)):
+        assert not r.whole and r.in_body and "stablehlo.while" not in r.before().text()
+        assert r.before().module.operation.verify()
+        runner = InProcess()
+        verifier = Verifier(r.before(), runner, num_random=2)
+        (site, choice), = r.candidates()[0].choices.items()
+        assert verifier.check(r.after({site: choice}).text(), (), Numerics(r.tiers[site][choice]))
+        with pytest.raises(region.RegionError, match="loop body"):
+            region.boundary_values(runner, program, [r])
+        ins, = region.boundary_inputs(runner, program, [r])  # random ones for a body region
+        assert [a.shape for a in ins] == [tuple(s.shape) for s in r.program.in_specs]
+    assert 0 < region.site_bounds(prof, program)[inner] <= 1
+
+
+def test_sites_in_different_blocks_fall_back_to_the_whole_program():
+    x = np.eye(16, dtype=np.float32) * 0.5
+    program = _augment(_loop, x, x)
+    alts = driver.list_alternatives(program)
+    inner = next(a.index for a in alts if "fold_transpose_into_dot_lhs" in a.labels and a.op.block != program.body)
+    outer = next(a.index for a in alts if a.op.block == program.body)
+    r = region.cut_region(program, [outer, inner])
+    assert r.whole and "different blocks" in r.reason and r.share == 1.0
     after = r.after({inner: 1})
     assert "fold_transpose_into_dot_lhs" in after.applied
     runner = InProcess()
     (ins, outs), = region.boundary_values(runner, program, [r])
     runner.set_inputs("w", ins)
     assert all(np.array_equal(a, b) for a, b in zip(runner.run(r.before().text(), "w"), outs))
-    res, = region.evaluate_regions(runner, r.candidates()[:1], inputs=[ins])
+    res, = region.evaluate_regions(runner, [region.Candidate(r, {inner: 1})], inputs=[ins])
     assert not res.error and res.predicted == pytest.approx(res.ratio)
 
 
