@@ -12,7 +12,9 @@ default XLA's cost analysis through a roofline
 compiled, never run). The one acquisition rule (`shlo_env.search.acquisition`) orders the
 children whose optimistic bound can clear the acceptance threshold; the first `top_k` are
 verified and timed, and where none of them passes the acceptance rule, up to `looks` more
-(a second look, down the same ranking). The search moves to the fastest timed child that
+(a second look, down the same ranking). With a `cheap` ranker, the children it gives
+unbounded uncertainty (those the rule would time first anyway) are timed before the ranker
+runs: its compiles must not use up the time their timings need. The search moves to the fastest timed child that
 beats the current state beyond noise (`SearchContext.improves`), and stops otherwise.
 
 `min_predicted_gain` sets the roofline's band: a child predicted faster than its parent by at
@@ -40,7 +42,7 @@ class CostModel(Strategy):
     def __init__(self, top_k: int = 2, max_candidates: int = 24, min_predicted_gain: float = 0.01,
                  machine: tuple[float, float, float] | None = None, pass_prob: float = 0.1,
                  ranker: Ranker | None = None, source: sources.Source | None = None, chain: bool = False,
-                 looks: int = 0, **aim):
+                 looks: int = 0, cheap: Ranker | None = None, **aim):
         super().__init__(**aim)  # the shared aim options: the XLA option screen, hot_first
         self.top_k = top_k
         self.looks = looks
@@ -50,6 +52,7 @@ class CostModel(Strategy):
         self.pass_prob = pass_prob
         self.source = source
         self.chain = chain
+        self.cheap = cheap  # its unbounded picks are timed before `ranker` runs (it may compile)
         self.own_band = ranker is None  # the roofline's band comes from `min_predicted_gain`
         self.ranker: Ranker = ranker if ranker is not None else CostAnalysis(machine)
 
@@ -112,24 +115,39 @@ class CostModel(Strategy):
             if not exp.dims:
                 break
             children = self._children(ctx, exp)
-            predictions = self.predict(ctx, exp, children)
             counts["costed"] += len(children)
-            step_best = None
-            for n, i in enumerate(self.to_time(ctx, predictions)):
-                if ctx.out_of_time() or n >= self.top_k + self.looks:
-                    break
-                if n >= self.top_k:  # a second look: none of the top picks passed
-                    if step_best is not None and ctx.improves(step_best[0], state_ratio):
-                        break
-                    counts["looks"] += 1
-                ev = ctx.evaluate(children[i][1])
-                counts["timed"] += 1
-                if ev.timed and (step_best is None or ev.ratio < step_best[0].ratio):
-                    step_best = (ev, children[i][1], predictions[i].ratio)
-            if step_best is None or not ctx.improves(step_best[0], state_ratio):
+            step: dict = dict(best=None, n=0, done=set())
+            if self.cheap is not None:  # what the cheap ranker cannot bound, before the costly ranking
+                cheap = self.cheap.rank(ctx, exp, children)
+                first = [i for i in self.to_time(ctx, cheap) if math.isinf(cheap[i].uncertainty)]
+                self._time(ctx, children, cheap, first, state_ratio, step, counts)
+            predictions = self.predict(ctx, exp, children)
+            self._time(ctx, children, predictions, self.to_time(ctx, predictions), state_ratio, step, counts)
+            best = step["best"]
+            if best is None or not ctx.improves(best[0], state_ratio):
                 break
             counts["steps"] += 1
-            counts["predicted"].append(step_best[2])
-            state, state_ratio = step_best[1], step_best[0].ratio
+            counts["predicted"].append(best[2])
+            state, state_ratio = best[1], best[0].ratio
         return state, state_ratio
 
+    def _time(self, ctx: SearchContext, children: list, predictions: list[Prediction], picks: list[int],
+              state_ratio: float, step: dict, counts: dict) -> None:
+        """Times the picks in order: `top_k` of the step's, then, while none passes the
+        acceptance rule, up to `looks` more (the second look); `step` carries the step's count,
+        the indices timed and its best (evaluation, child, predicted ratio)."""
+        for i in picks:
+            if ctx.out_of_time() or step["n"] >= self.top_k + self.looks:
+                return
+            if i in step["done"]:
+                continue
+            if step["n"] >= self.top_k:  # a second look: none of the top picks passed
+                if step["best"] is not None and ctx.improves(step["best"][0], state_ratio):
+                    return
+                counts["looks"] += 1
+            step["n"] += 1
+            step["done"].add(i)
+            ev = ctx.evaluate(children[i][1])
+            counts["timed"] += 1
+            if ev.timed and (step["best"] is None or ev.ratio < step["best"][0].ratio):
+                step["best"] = (ev, children[i][1], predictions[i].ratio)

@@ -14,7 +14,8 @@ those), then the rest in its order are compiled (no run) and ranked again by the
 model (`learn.exe_model`, over XLA's optimized HLO) until `compile_share` of the time left is
 spent (`compile_k=0`: the graph network alone). A rewrite of a loop or a window reduction
 (`rankers.touches_blind_ops`: a static graph counts a loop body once) gets unbounded
-uncertainty and is not compiled. Each model's band is its weights' own recorded error
+uncertainty and is not compiled: the acquisition rule times it first, before the cascade
+compiles anything (the greedy loop's `cheap` ranker). Each model's band is its weights' own recorded error
 (`unsure`, `exe_unsure` override them).
 
 Acquisition (`shlo_env.search.acquisition`): a child is timed when its optimistic bound
@@ -54,7 +55,7 @@ class Learned(CostModel):
         if compile_k > 0:
             ranker = Cascade(graph, ExecutableModel(exe_weights, exe_unsure), compile_k, compile_share)
         super().__init__(top_k=top_k, max_candidates=max_candidates, ranker=ranker, source=source,
-                         chain=compile_k > 0, looks=looks, **aim)
+                         chain=compile_k > 0, looks=looks, cheap=graph if compile_k > 0 else None, **aim)
 
     def search(self, ctx: SearchContext) -> Evaluation:
         if isinstance(self.ranker, Cascade):

@@ -160,6 +160,7 @@ class GraphNetwork(LearnedRanker):
     def __init__(self, weights=None, uncertainty: float | None = None, corrected: bool = True):
         super().__init__(weights, uncertainty)
         self.corrected = corrected
+        self._last: tuple | None = None
 
     def model_class(self):
         from shlo_env.learn import model
@@ -167,6 +168,14 @@ class GraphNetwork(LearnedRanker):
         return model.GraphModel
 
     def rank(self, ctx: SearchContext, exp: Expansion, children: list[tuple[list[int], State]]) -> list[Prediction]:
+        states = [c for _, c in children]
+        last = self._last  # (exp, states, predictions): a cascade ranks the same children again
+        if last is None or last[0] is not exp or len(last[1]) != len(states) or any(
+                a is not b for a, b in zip(last[1], states)):
+            last = self._last = (exp, states, self._rank(ctx, exp, children))
+        return last[2]
+
+    def _rank(self, ctx: SearchContext, exp: Expansion, children: list[tuple[list[int], State]]) -> list[Prediction]:
         if exp.augmented is None or not children:
             return [Prediction(math.inf) for _ in children]
         g = observe.graph(exp.augmented, uids=False)
