@@ -509,6 +509,16 @@ def _build(g: _Graph, members: list[int]) -> tuple[ir.Module, list, list]:
                 out_addrs.append((i, k))
     if not outputs:
         raise ValueError("the region has no result used outside it")
+    module = module_of([g.ops[i] for i in members], params, outputs)
+    with ir_scope():
+        if not module.operation.verify():
+            raise ValueError("the cut module does not verify")
+    return module, addrs, out_addrs
+
+
+def module_of(ops: Sequence[ir.Operation], params: Sequence[ir.Value], outputs: Sequence[ir.Value]) -> ir.Module:
+    """A new module `func.func @main(params) -> outputs` holding clones of `ops` (in this order,
+    each reading only `params`, earlier ops' results and its own nested values). Not verified."""
     with ir_scope():
         module = ir.Module.create()
         with ir.InsertionPoint(module.body):
@@ -517,19 +527,16 @@ def _build(g: _Graph, members: list[int]) -> tuple[ir.Module, list, list]:
         body = fn.add_entry_block()  # type: ignore[attr-defined]  # missing from the stubs
         mapping: dict[ir.Value, ir.Value] = dict(zip(params, body.arguments))
         ip = ir.InsertionPoint(body)
-        for i in members:
-            old = g.ops[i]
+        for old in ops:
             new = old.clone(ip=ip)
-            for inner in [new] + list(walk_block_of(new)):
+            for inner in [new] + list(walk_block_of(new)):  # nested ops may read outer values too
                 for k, v in enumerate(inner.operands):
                     if v in mapping:
                         inner.operands[k] = mapping[v]
             mapping.update(zip(old.results, new.results))
         with ip:
             func_dialect.ReturnOp([mapping[o] for o in outputs])
-        if not module.operation.verify():
-            raise ValueError("the cut module does not verify")
-    return module, addrs, out_addrs
+    return module
 
 
 def _result_number(v: ir.Value) -> int:
@@ -739,5 +746,5 @@ def evaluate_regions_on(executor, candidates: Sequence[Candidate],
 
 __all__ = ["Candidate", "NEGLIGIBLE_SHARE", "REGION_TIMING", "Region", "RegionError", "RegionResult",
            "baseline", "boundary_inputs", "boundary_program", "boundary_values", "check_profile",
-           "cut_region", "cut_regions", "evaluate_regions", "evaluate_regions_on", "order_sites",
+           "cut_region", "cut_regions", "evaluate_regions", "evaluate_regions_on", "module_of", "order_sites",
            "random_inputs", "site_bounds", "skip_negligible"]

@@ -35,10 +35,10 @@ from collections.abc import Iterator
 
 import numpy as np
 from jaxlib.mlir import ir
-from jaxlib.mlir.dialects import func as func_dialect
 
 from shlo_env.import_ import Program, ir_scope, program_from_module
 from shlo_env.ir import ancestor_in, block_ops
+from shlo_env.region import module_of
 
 MAX_CONSTANT_ELEMENTS = 1024
 
@@ -231,23 +231,8 @@ class Extractor:
                     outputs.append(r)
         if not outputs:
             raise ValueError("cut has no outputs")
+        module = module_of([self.ops[i] for i in members], params, outputs)
         with ir_scope():
-            module = ir.Module.create()
-            with ir.InsertionPoint(module.body):
-                fn = func_dialect.FuncOp("main", ir.FunctionType.get([p.type for p in params],
-                                                                     [o.type for o in outputs]))
-            body = fn.add_entry_block()  # type: ignore[attr-defined]  # missing from the stubs
-            mapping = dict(zip(params, body.arguments))
-            ip = ir.InsertionPoint(body)
-            for i in members:
-                op = self.ops[i]
-                new = op.clone(ip=ip)
-                for k, v in enumerate(op.operands):
-                    new.operands[k] = mapping[v]
-                for old, fresh in zip(op.results, new.results):
-                    mapping[old] = fresh
-            with ip:
-                func_dialect.ReturnOp([mapping[o] for o in outputs])
             if not module.operation.verify():
                 raise ValueError("sub-graph does not verify")
         return program_from_module(module, name=self.program.name, source=self.program.source, inline=False)
