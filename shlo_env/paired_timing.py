@@ -26,6 +26,7 @@ from typing import Protocol
 import numpy as np
 
 from shlo_env.runners import Runner
+from shlo_env.runtime import Timing
 from shlo_env.sequential import (Decision, SequentialRatioTest, SequentialResult, block_log_ratios,
                                  counterbalanced)
 from shlo_env.timing import TimingPolicy
@@ -79,6 +80,11 @@ def _text(program: str | _HasText) -> str:
     return program if isinstance(program, str) else program.text()
 
 
+def _runs(t: Timing) -> list[float]:
+    """A timing's per-run times; a runner that reports none gives its one time."""
+    return list(t.samples) if t.samples else [t.full]
+
+
 def block_rounds_for(round_s: float, allowance_s: float, test: SequentialRatioTest) -> int:
     """Rounds per block when one (A, B) round takes `round_s` seconds: as many as let the
     allowance reach the test's look `TARGET_LOOK` (the last look when it has fewer), within
@@ -123,8 +129,12 @@ def time_until_decided(runner: Runner, a: str | _HasText, b: str | _HasText, inp
     # A first short request compiles both (when not cached) and gives the time of a round.
     probe = request([item_a, item_b], 3, 1)
     requests = 1
-    run_s = float(np.median(np.asarray(probe[0].samples) + np.asarray(probe[1].samples)))
-    rounds = block_rounds or block_rounds_for(run_s, allowance_s - (time.perf_counter() - start), test)
+    # a runner that reports no per-run times (a model of one) gives one value a request: one block
+    per_run = bool(probe[0].samples) and bool(probe[1].samples)
+    run_s = (float(np.median(np.asarray(probe[0].samples) + np.asarray(probe[1].samples))) if per_run
+             else probe[0].full + probe[1].full)
+    rounds = block_rounds or (block_rounds_for(run_s, allowance_s - (time.perf_counter() - start), test)
+                              if per_run else 1)
     # a round longer than a request: the previous request warmed the caches, and an untimed
     # round would double the cost of each block
     warmup = warmup if run_s < request_s else 0
@@ -134,17 +144,17 @@ def time_until_decided(runner: Runner, a: str | _HasText, b: str | _HasText, inp
     while not test.done:
         if time.perf_counter() - start + max(last_pair_s, 2 * (rounds + warmup) * run_s) > allowance_s:
             break
-        blocks = max(1, min(test.needed, int(request_s // max(rounds * run_s, 1e-9))))
+        blocks = max(1, min(test.needed, int(request_s // max(rounds * run_s, 1e-9)))) if per_run else 1
         t0 = time.perf_counter()
         ta, tb = request([item_a, item_b], blocks * rounds, warmup)
         sb, sa = request([item_b, item_a], blocks * rounds, warmup)
         requests += 2
         last_pair_s = time.perf_counter() - t0
-        ab = block_log_ratios(ta.samples, tb.samples, rounds)
-        ba = block_log_ratios(sa.samples, sb.samples, rounds)
+        ab = block_log_ratios(_runs(ta), _runs(tb), rounds)
+        ba = block_log_ratios(_runs(sa), _runs(sb), rounds)
         test.add(counterbalanced(ab, ba))
-        all_a += list(ta.samples) + list(sa.samples)
-        all_b += list(tb.samples) + list(sb.samples)
+        all_a += _runs(ta) + _runs(sa)
+        all_b += _runs(tb) + _runs(sb)
     res = test.result()
     q = (lambda xs: float(np.percentile(xs, 10.0)) if xs else math.nan)
     return PairedTiming(res.decision, res.ratio, res.lower, res.upper, min(len(all_a), len(all_b)), res.n,

@@ -270,6 +270,9 @@ class SearchCaches:
         self.augmented: dict[str, tuple[Program, list]] = {}
         self.expanded: dict[str, Expansion] = {}
         self.heat: dict[str, list[float]] = {}
+        # measured: DAG hash -> per site, the share of the run time its kernels hold (one
+        # profile of the original, `site_heat.measured_weights`; the runner sets it)
+        self.bounds: dict[str, list[float]] = {}
         self.children: dict[tuple, State | None] = {}
         self.steps: dict[str, tuple[str, str]] = {}
         self.expansions = 0  # programs augmented
@@ -377,15 +380,40 @@ class SearchContext:
         weights = self.caches.heat[exp.state.hash]
         return [weights[d.index] if d.kind == "rewrite" else 0.0 for d in exp.dims]
 
+    def measured(self, exp: Expansion) -> list[float] | None:
+        """Per dimension, the measured share of the run time its site's kernels hold (0 for
+        XLA action toggles), or None when this state was not profiled (see `SearchCaches.bounds`)."""
+        bounds = self.caches.bounds.get(exp.state.hash)
+        if bounds is None:
+            return None
+        return [bounds[d.index] if d.kind == "rewrite" else 0.0 for d in exp.dims]
+
+    def hot_order(self, exp: Expansion) -> list[int]:
+        """The dimensions, hottest first: by measured bound when the state was profiled
+        (rewrite sites below `site_heat.NEGLIGIBLE_SHARE` left out, toggles after them), else
+        by the static estimate."""
+        static = self.heat(exp)
+        bounds = self.measured(exp)
+        if bounds is None:
+            return site_heat.hot_order(static)
+        toggles = [i for i, d in enumerate(exp.dims) if d.kind != "rewrite"]
+        rewrites = site_heat.measured_order(bounds, static)
+        return [i for i in rewrites if exp.dims[i].kind == "rewrite"] + toggles
+
     def singles(self, exp: Expansion, hot_first: bool = True) -> Iterator[list[int]]:
-        """Each single choice alone: hottest sites first when `hot_first`, else in program order."""
-        return one_hot_vectors(exp.dims, site_heat.hot_order(self.heat(exp)) if hot_first else None)
+        """Each single choice alone: hottest sites first when `hot_first` (`hot_order`: measured
+        sites of negligible share skipped), else in program order."""
+        return one_hot_vectors(exp.dims, self.hot_order(exp) if hot_first else None)
 
     def sweeps(self, exp: Expansion, hot_first: bool = True) -> Iterator[list[int]]:
         """Each rewrite taken at all its sites at once (`sweep_vectors`): those that paid at an
-        earlier step first (`paid`, best first), then the hottest when `hot_first`, else in
-        program order."""
-        vecs = list(sweep_vectors(exp.dims, self.heat(exp) if hot_first else None))
+        earlier step first (`paid`, best first), then the hottest when `hot_first` (by measured
+        bound, summed over the sites, when the state was profiled: a sweep below
+        `site_heat.NEGLIGIBLE_SHARE` is skipped), else in program order."""
+        bounds = self.measured(exp) if hot_first else None
+        vecs = list(sweep_vectors(exp.dims, (bounds or self.heat(exp)) if hot_first else None))
+        if bounds is not None:
+            vecs = [v for v in vecs if sum(bounds[i] for i, c in enumerate(v) if c) >= site_heat.NEGLIGIBLE_SHARE]
 
         def paid(vec: list[int]) -> float:
             i = next(i for i, c in enumerate(vec) if c)

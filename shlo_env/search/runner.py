@@ -67,7 +67,7 @@ from shlo_env.import_ import Program
 from shlo_env.noise_model import NoiseModel, accepts
 from shlo_env.numerics import Numerics
 from shlo_env.patterns.base import resolve as resolve_patterns
-from shlo_env.search import passes as pass_actions
+from shlo_env.search import passes as pass_actions, site_heat
 from shlo_env.search.base import Progress, SearchContext, Strategy, auto_strategy, get_strategy
 from shlo_env.search.evaluator import Evaluator
 from shlo_env.sequential import Decision, SequentialRatioTest
@@ -381,6 +381,7 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             ctx = _RecordingContext(program, resolve_patterns(o.patterns), evaluator,
                                     deadline=search_deadline, max_steps=o.max_steps,
                                     progress=bar, threshold=thr, passes=offered, seed=o.seed)
+            site_order = ""
             if time.perf_counter() >= search_deadline:
                 cuts.append(f"search: none, measuring the original took {time.perf_counter() - t0:.1f} s of "
                             f"the budget")
@@ -388,6 +389,9 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             else:
                 _augment_root(ctx, min(search_deadline, time.perf_counter() + budget.augment_share * budget.total_s),
                               cuts)
+                site_order = _measure_sites(ctx, evaluator.inputs(0), phases["compile"], call_s, budget.total_s,
+                                            search_deadline - time.perf_counter(), cuts)
+                phase("profile")
             root = ctx.expand(ctx.root)
             phase("expand")
             res.decision_space, res.num_alternatives = root.size, root.num_rewrites
@@ -407,6 +411,8 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             res.search_s = time.perf_counter() - t_search
             phase("search")
             res.strategy_info = _jsonable(dict(searcher.info))
+            if site_order:
+                res.strategy_info["site_order"] = site_order
             res.trajectory = ctx.trail
             stats = evaluator.stats
             res.candidates_evaluated, res.cache_hits, res.timed = stats.evaluated, stats.cache_hits, stats.timed
@@ -487,6 +493,27 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
         res.total_s = time.perf_counter() - t0
         res.cuts = tuple(cuts)
     return res
+
+
+def _measure_sites(ctx: SearchContext, inputs, compile_s: float, call_s: float, budget_s: float, left_s: float,
+                   cuts: list[str]) -> str:
+    """Order the original's sites by one profile of it (`site_heat.measured_weights`, into
+    `ctx.caches.bounds`) when it fits the budget (`site_heat.affordable`); says how the sites
+    are ordered. A profile that is not affordable or fails leaves the static weights."""
+    augmented, alts = ctx.caches.augmented[ctx.root.hash]
+    if not alts:
+        return ""
+    ok, why = site_heat.affordable(compile_s, call_s, budget_s, left_s)
+    if not ok:
+        cuts.append(f"site order: static estimate ({why})")
+        return "static"
+    try:
+        bounds = site_heat.measured_weights(augmented, len(alts), inputs)
+    except Exception as e:  # noqa: BLE001 - a profile that fails or does not map leaves the static order
+        return f"static (the profile failed: {type(e).__name__}: {str(e)[:120]})"
+    ctx.caches.bounds[ctx.root.hash] = bounds
+    skipped = sum(b < site_heat.NEGLIGIBLE_SHARE for b in bounds)
+    return f"measured: {len(bounds) - skipped} of {len(bounds)} sites above {site_heat.NEGLIGIBLE_SHARE:.1%} of the time"
 
 
 def _augment_root(ctx: SearchContext, deadline: float, cuts: list[str]) -> None:

@@ -1,4 +1,6 @@
-"""Which decision sites sit where the time goes: a static, compile-free estimate.
+"""Which decision sites sit where the time goes: a static, compile-free estimate, and, when
+the budget affords one profile of the original, the measured bound of each site (the end of
+this module).
 
 A search with a small budget evaluates only a few candidates per state, so the order in which
 it tries the single rewrites matters. This module gives every alternatives op (a *site*) a
@@ -34,6 +36,7 @@ from collections.abc import Sequence
 from jaxlib.mlir import ir
 
 from shlo_env.driver import walk_ops
+from shlo_env.region import NEGLIGIBLE_SHARE  # measured sites below this share are not tried
 from shlo_env.tensor_types import UnsupportedType, nbytes, num_elements
 
 PEAK_FLOPS = 50e9  # nominal CPU rates: only their ratio (flops per byte) affects the order
@@ -200,3 +203,52 @@ def site_weights(alts: Sequence) -> list[float]:
 def hot_order(weights: Sequence[float]) -> list[int]:
     """Indices by decreasing weight; equal weights keep their program order."""
     return sorted(range(len(weights)), key=lambda i: -weights[i])
+
+
+# --- measured weights: one profile of the original (issue 31, item 4) ----------------------------
+# A rewrite can save at most the time of the XLA kernels holding the ops it touches
+# (`region.site_bounds`). One profiled run set of the original gives every root site that
+# bound, as a share of the run time: it orders the sites better than the static estimate
+# above, and shows the sites not worth a candidate. It costs a compile in this process and
+# `PROFILE_WARMUP + PROFILE_RUNS` traced calls, so it is taken only when that fits the budget
+# (`affordable`); the static weights are the fallback, and the order among equal bounds.
+
+PROFILE_RUNS = 5
+PROFILE_WARMUP = 1
+TRACE_OVERHEAD = 2.0  # a traced call takes up to this many untraced calls
+PROFILE_SHARE = 0.1  # of the budget a profile may take
+
+
+def profile_cost_s(compile_s: float, call_s: float) -> float:
+    """Seconds one profile of a program takes: its compile and its traced calls."""
+    return compile_s + (PROFILE_WARMUP + PROFILE_RUNS) * TRACE_OVERHEAD * call_s
+
+
+def affordable(compile_s: float, call_s: float, budget_s: float, left_s: float) -> tuple[bool, str]:
+    """Whether a profile fits `PROFILE_SHARE` of the budget and the time left; the reason if not."""
+    cost = profile_cost_s(compile_s, call_s)
+    allowed = min(PROFILE_SHARE * budget_s, left_s)
+    if cost <= allowed:
+        return True, ""
+    return False, f"a profile of the original takes about {cost:.1f} s, {allowed:.1f} s allowed"
+
+
+def measured_weights(augmented, num_sites: int, inputs=None) -> list[float]:
+    """Per site (alternatives index) of the augmented original `augmented`: the share of the
+    profiled kernel time its rewrite can save (`region.site_bounds`). Raises what the profile
+    or the mapping raises (`region.RegionError`: a profile that does not fit the program)."""
+    from shlo_env import region
+    from shlo_env.profile import profile_program
+
+    prof = profile_program(region.baseline(augmented), inputs, runs=PROFILE_RUNS, warmup=PROFILE_WARMUP,
+                           patterns=())
+    bounds = region.site_bounds(prof, augmented)
+    return [float(bounds.get(i, 0.0)) for i in range(num_sites)]
+
+
+def measured_order(bounds: Sequence[float], static: Sequence[float],
+                   min_share: float = NEGLIGIBLE_SHARE) -> list[int]:
+    """Indices by decreasing measured bound (the static weight breaks ties), leaving out those
+    below `min_share` of the run time."""
+    keep = [i for i in range(len(bounds)) if bounds[i] >= min_share]
+    return sorted(keep, key=lambda i: (-bounds[i], -static[i]))

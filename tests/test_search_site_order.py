@@ -1,0 +1,62 @@
+"""The search spends its budget where the time is (issue 31, item 4): with one profile of the
+original, sites are tried by the share of the run time their kernels hold, and a site whose
+kernels hold a negligible share is not tried at all."""
+
+import time
+
+import jax.numpy as jnp
+import numpy as np
+
+from shlo_env.import_ import lower
+from shlo_env.patterns.base import Match, Numerics, Pattern
+from shlo_env.search import site_heat
+from shlo_env.search.base import SearchContext
+from shlo_env.search.evaluator import Evaluator
+from shlo_env.search.runner import _augment_root, _measure_sites
+from shlo_env.runners import InProcess
+
+
+class TanhTimesOne(Pattern):
+    """tanh(y) -> tanh(y) * 1: one site per tanh."""
+
+    root = "stablehlo.tanh"
+    numerics = Numerics.EXACT
+
+    def match(self, op):
+        return Match(y=op.operands[0])
+
+    def rewrite(self, b, m):
+        t = b.unary("stablehlo.tanh", m.y)
+        return b.mul(t, b.constant(1.0, t.type))
+
+
+def _sites_tried(ctx, exp, hot_first=True):
+    return [next(i for i, c in enumerate(v) if c) for v in ctx.singles(exp, hot_first)]
+
+
+def test_the_hot_site_is_tried_first_and_the_cold_one_skipped():
+    rng = np.random.default_rng(0)
+    small = rng.standard_normal((4,)).astype(np.float32)
+    big = rng.standard_normal((512, 512)).astype(np.float32)
+    # the cold site comes first in program order, so the static order by position would try it first
+    p = lower(lambda s, a: (jnp.tanh(s), jnp.tanh(a) @ a), small, big, name="hot_and_cold")
+    with Evaluator(p, worker=InProcess(), num_random=0) as evaluator:
+        ctx = SearchContext(p, [TanhTimesOne()], evaluator, deadline=time.perf_counter() + 60)
+        _augment_root(ctx, time.perf_counter() + 30, [])
+        cuts: list[str] = []
+        order = _measure_sites(ctx, None, compile_s=0.1, call_s=1e-3, budget_s=60, left_s=60, cuts=cuts)
+        exp = ctx.expand(ctx.root)
+        assert len(exp.alts) == 2 and not cuts, cuts
+        hot = next(i for i, a in enumerate(exp.alts) if "512x512" in str(a.op.operands[0].type))
+        cold = 1 - hot
+        bounds = ctx.measured(exp)
+        assert bounds is not None and bounds[hot] > 0.05 and bounds[cold] < site_heat.NEGLIGIBLE_SHARE, bounds
+        assert order.startswith("measured: 1 of 2 sites"), order
+        assert _sites_tried(ctx, exp) == [hot]  # the cold site is skipped
+        assert sorted(_sites_tried(ctx, exp, hot_first=False)) == [0, 1]  # program order: both
+
+
+def test_no_profile_when_the_budget_cannot_afford_it():
+    assert site_heat.affordable(compile_s=0.2, call_s=1e-3, budget_s=30, left_s=20)[0]
+    ok, why = site_heat.affordable(compile_s=0.5, call_s=4.0, budget_s=30, left_s=20)  # a 4 s call
+    assert not ok and "3.0 s allowed" in why
