@@ -145,3 +145,19 @@ def test_cross_validation_holds_out_whole_sources():
     out = learn_cli.cross_validate(str(data), folds=2, steps=1)
     assert len(out["folds"]) == 2 and 0 in out["mean"]  # step 0: the untrained prior, on held-out programs
     assert all(-1.0 <= v <= 1.0 for fold in out["folds"] for v in fold.values())
+
+
+def test_both_learned_models_share_one_interface():
+    """`LearnedModel`: load (None: the shipped weights), shipped once, ratios to row 0 from
+    predict's scores, and the error band the weights record (what the search's rankers read)."""
+    from shlo_env.learn import exe_model
+    from shlo_env.learn.model import GraphModel, LearnedModel
+
+    for cls, key in ((GraphModel, "val_log_error_median"), (exe_model.ExeModel, "cv_log_error_median")):
+        m = cls.shipped()
+        assert isinstance(m, LearnedModel) and cls.shipped() is m and type(cls.load()) is cls
+        assert m.uncertainty() == pytest.approx(float(m.info.get(key, model.DEFAULT_UNSURE))) and m.uncertainty() > 0
+    exe = exe_model.ExeModel.shipped()
+    f = np.abs(np.random.default_rng(0).standard_normal((3, len(exe.features))))
+    assert np.allclose(exe.ratios(f), np.exp(exe.scores(f)[1:] - exe.scores(f)[0]))
+    assert exe_model.shipped() is exe
