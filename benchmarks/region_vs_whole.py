@@ -115,7 +115,7 @@ def run_program(name: str, program, worker: Worker, n_sites: int, seed: int, rep
         except Exception as e:  # noqa: BLE001 - a candidate that fails is a row, not a crash
             print(f"{name} site {s}: whole failed: {e}", file=sys.stderr)
         rows.append({"program": name, "site": s, "pattern": r.labels[s][1], "bound": bounds[s],
-                     "region_ops": r.before().num_ops(), "whole": r.whole, "reason": r.reason, "share": r.share,
+                     "region_ops": r.before().num_ops(), "whole": r.whole, "reason": r.reason, "in_body": r.in_body, "share": r.share,
                      "region_ratio": res.ratio, "predicted": res.predicted,
                      "predicted_t": res.predicted_from_time(prof.wall_s) if not res.error else math.nan,
                      "once": whole, "wholes": [whole] + again,
@@ -150,7 +150,8 @@ def report(rows: list[dict], infos: list[dict], load: str, repeats: int) -> str:
            f"predicted (time) | whole, search timing | whole, median of {repeats - 1} |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        ops = f"{r['region_ops']} (whole: {r['reason']})" if r["whole"] else str(r["region_ops"])
+        ops = f"{r['region_ops']} (whole: {r['reason']})" if r["whole"] else \
+            f"{r['region_ops']}{' (loop body)' if r['in_body'] else ''}"
         out.append(f"| {r['program']} | {r['site']} | {r['pattern']} | {r['bound']:.1%} | {ops} | "
                    f"{_fmt(r['share'], '.1%')} | {_fmt(r['region_ratio'])} | {_fmt(r['predicted'])} | "
                    f"{_fmt(r['predicted_t'])} | {_fmt(r['once'])} | {_fmt(r['measured'])} |")

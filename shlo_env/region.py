@@ -27,8 +27,8 @@ first on those kernels alone, cut out as a small module that compiles and runs i
   back to the whole program (`Region.whole`, with `reason`).
 - **Inputs.** `boundary_inputs` runs the original once on its example inputs with every region's
   inputs as extra outputs (one compile for all regions of a program): exact values, so gathers
-  and dynamic slices index as in the program. Without example inputs, `random_inputs` draws
-  N(0,1) floats and integers in [-8, 8] (XLA clamps gather and dynamic-slice indices, so a
+  and dynamic slices index as in the program (seeded random whole-program inputs when it has no
+  example inputs). `random_inputs` skips that compile: N(0,1) floats and integers in [-8, 8] (XLA clamps gather and dynamic-slice indices, so a
   random index cannot fault, but it can read other rows than the program would). A region cut
   from a loop body always gets random inputs: its values change every iteration.
 - **Evaluation** (`evaluate_regions`): region-before and region-after compiled and timed side by
