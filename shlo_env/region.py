@@ -377,7 +377,7 @@ def _cut(graphs: _Graphs, sites: list[_Site], ids: list[int], profile: Profile |
         for k in kernels:
             members.update(g.owner_of[i] for i in profile.kernels[k].ops if i in g.owner_of)
     else:
-        members |= _fusible_neighbours(g, members)
+        members = _convex_neighbours(g, members)
     ret = len(g.ops) - 1
     members.discard(ret)
     members = _convex(g, _with_derived_inputs(g, _convex(g, members)))
@@ -450,6 +450,17 @@ def _fusible_neighbours(g: _Graph, members: set[int]) -> set[int]:
         out |= nxt
         frontier = nxt
     return out
+
+
+def _convex_neighbours(g: _Graph, members: set[int]) -> set[int]:
+    """`members` (made convex) plus those fusible neighbours that keep it convex on their own.
+    In a training step a forward op's neighbour is often read by the backward pass far below:
+    the convex closure of it would pull in everything in between (hundreds of ops)."""
+    core = _convex(g, members)
+    for j in sorted(_fusible_neighbours(g, members) - core):
+        if len(_convex(g, core | {j})) == len(core) + 1:
+            core.add(j)
+    return core
 
 
 def _convex(g: _Graph, members: set[int]) -> set[int]:
