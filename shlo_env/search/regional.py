@@ -30,9 +30,10 @@ Final acceptance stays the runner's, on the whole program; the strategy returns 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 from shlo_env import region
@@ -88,13 +89,16 @@ class Regional(Strategy):
         counts = dict(region_candidates=0, region_controls=0, region_failed=0, fallback_sites=0,
                       whole_candidates=0, winners=0, assembled=0, sites_judged=0)
         self.info.update(counts, profile="none", fallback_reasons={})
+        self.spent: dict[str, float] = {}  # seconds per step (profile, order, cut, regions, whole)
         evaluated0 = ctx.evaluator.stats.evaluated
         exp = ctx.expand(start)
         if exp.num_rewrites == 0 or exp.augmented is None:
             return ctx.best
         aug = exp.augmented
-        prof = self._profile(ctx, aug)
-        sites, bounds = self._order(ctx, exp, aug, prof)
+        with self._timer("profile"):
+            prof = self._profile(ctx, aug)
+        with self._timer("order"):
+            sites, bounds = self._order(ctx, exp, aug, prof)
         self.info["sites"] = len(sites)
         state, ratio = start, self.start_ratio(ctx, start)
         vec = [0] * len(exp.dims)
@@ -103,13 +107,22 @@ class Regional(Strategy):
                 break
             chunk = sites[i:i + self.batch]
             winners = self._judge(ctx, exp, aug, chunk, bounds, prof, counts)
-            state, ratio, vec = self._assemble(ctx, exp, winners, state, ratio, vec, counts)
+            with self._timer("assemble"):
+                state, ratio, vec = self._assemble(ctx, exp, winners, state, ratio, vec, counts)
         counts["whole_candidates"] = ctx.evaluator.stats.evaluated - evaluated0
         elapsed = time.perf_counter() - t0
-        self.info.update(counts, search_s=round(elapsed, 2),
+        self.info.update(counts, search_s=round(elapsed, 2), spent_s={k: round(v, 2) for k, v in self.spent.items()},
                          per_minute=round(60 * (counts["region_candidates"] + counts["whole_candidates"])
                                           / max(elapsed, 1e-9), 1))
         return ctx.best
+
+    @contextlib.contextmanager
+    def _timer(self, step: str) -> Iterator[None]:
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.spent[step] = self.spent.get(step, 0.0) + time.perf_counter() - t
 
     # --- 1. where the time is -----------------------------------------------------------------
 
@@ -118,7 +131,7 @@ class Regional(Strategy):
         if self.profile is False:
             return None
         call_s = ctx.evaluator.baseline_s if ctx.evaluator.baseline_s > 0 else 0.0
-        estimate = COMPILE_S_PER_OP * aug.num_ops() + 6 * call_s
+        estimate = COMPILE_S_PER_OP * ctx.original.num_ops() + 6 * call_s
         self.info["profile_estimate_s"] = round(estimate, 2)
         if self.profile is None and estimate > self.profile_share * ctx.time_left():
             self.info["profile"] = f"skipped: about {estimate:.1f} s of {ctx.time_left():.1f} s left"
@@ -151,7 +164,8 @@ class Regional(Strategy):
     def _judge(self, ctx: SearchContext, exp: Expansion, aug, sites: Sequence[int], bounds: dict[int, float],
                prof, counts: dict) -> list[Winner]:
         """The local winners among `sites` (fallback sites judged on the whole program)."""
-        regions = region.cut_regions(aug, list(sites), prof)
+        with self._timer("cut"):
+            regions = region.cut_regions(aug, list(sites), prof)
         cut = [r for r in regions if not (r.whole or getattr(r, "in_body", False))]
         winners: list[Winner] = []
         for r in regions:
@@ -159,16 +173,19 @@ class Regional(Strategy):
                 # a region cut from a loop body is one iteration alone: its ratio does not say
                 # what the loop around it does, so the site is judged on the whole program
                 self._note_fallback(r.reason if r.whole else "site inside a loop or conditional body", counts)
-                winners += self._whole_singles(ctx, exp, r.sites[0], counts)
+                with self._timer("fallback"):
+                    winners += self._whole_singles(ctx, exp, r.sites[0], counts)
         if not cut or ctx.out_of_time():
             return winners
-        inputs = self._inputs(ctx, aug, cut)
+        with self._timer("inputs"):
+            inputs = self._inputs(ctx, aug, cut)
         for r, x in zip(cut, inputs):
             if ctx.out_of_time():
                 break
             # the region against itself first: its own noise, then every alternative of its site
             cands = [Candidate(r, {})] + r.candidates()
-            results = self._evaluate(ctx, cands, [x] * len(cands))
+            with self._timer("regions"):
+                results = self._evaluate(ctx, cands, [x] * len(cands))
             counts["region_controls"] += 1
             counts["region_candidates"] += len(cands) - 1
             counts["sites_judged"] += 1
