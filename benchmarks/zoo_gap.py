@@ -21,6 +21,11 @@ StableHLO ops it came from): the dot/convolution flops of the ops it holds, its 
 GFLOP/s, and its own T/roofline, where the kernel's floor counts its dots' flops at peak plus the
 bytes of their operands and results at peak bandwidth (a lower bound on its traffic: the
 elementwise inputs fused around a dot are not counted).
+
+`--small-conv-check NAME` tries the action the profiles point to (see
+docs/experiments/2026-11-26-zoo-gap.md): it rebuilds zoo program NAME from its builder (needs
+`shlo_env[zoo]`) with every 3x3 stride-1 convolution on a map of at most 2x2 computed as im2col +
+one dot, checks the outputs agree and times both side by side.
 """
 
 from __future__ import annotations
@@ -139,6 +144,71 @@ def kernel_table(program: Program, peaks: tuple[float, float], top: int) -> str:
     return "\n".join(lines)
 
 
+# --- the action the profiles point to: small-map convolutions as im2col + one dot ----------------
+
+def im2col_conv(lax_conv):
+    """A stand-in for `lax.conv_general_dilated` that computes a 3x3, stride-1, SAME (or pad 1),
+    NHWC/HWIO convolution whose input map is at most 2x2 as pad + 9 shifted slices concatenated +
+    one dot (what a rewrite pattern would do on the StableHLO); anything else goes to `lax_conv`."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    def conv(lhs, rhs, window_strides, padding, lhs_dilation=None, rhs_dilation=None,
+             dimension_numbers=None, feature_group_count=1, **kw):
+        dn = lax.conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+        pad_one = padding == "SAME" or (not isinstance(padding, str)
+                                        and tuple(map(tuple, padding)) == ((1, 1), (1, 1)))
+        if (dn.lhs_spec == (0, 3, 1, 2) and dn.rhs_spec == (3, 2, 0, 1) and dn.out_spec == (0, 3, 1, 2)
+                and tuple(window_strides) == (1, 1) and feature_group_count == 1 and tuple(rhs.shape[:2]) == (3, 3)
+                and lhs.shape[1] <= 2 and lhs.shape[2] <= 2 and pad_one
+                and all(d == 1 for d in (*(lhs_dilation or ()), *(rhs_dilation or ())))):
+            n, h, w, c = lhs.shape
+            xp = jnp.pad(lhs, ((0, 0), (1, 1), (1, 1), (0, 0)))
+            cols = jnp.concatenate([xp[:, i:i + h, j:j + w, :] for i in range(3) for j in range(3)], axis=-1)
+            return jnp.einsum("nhwk,ko->nhwo", cols, rhs.reshape(9 * c, rhs.shape[-1]))
+        return lax_conv(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
+                        feature_group_count, **kw)
+
+    return conv
+
+
+def small_conv_check(name: str, rounds: int = 3) -> list[str]:
+    """Rebuild zoo program `name` from its builder (needs shlo_env[zoo]) with and without
+    `im2col_conv`, check the outputs agree and time the two side by side (`rounds` rounds)."""
+    import numpy as np
+    from jax import lax
+
+    from shlo_env.import_ import lower
+    from shlo_env.timing import TimingPolicy
+    from shlo_env.zoo.programs import registry
+
+    spec = registry()[name]
+    fn, args, _ = spec.build()
+    base = lower(fn, *args, name=name)
+    original = lax.conv_general_dilated
+    lax.conv_general_dilated = im2col_conv(original)
+    try:
+        fn2, args2, _ = spec.build()
+        cand = lower(fn2, *args2, name=f"{name}_im2col")
+    finally:
+        lax.conv_general_dilated = original
+    # The initialized weights (finite outputs), zero-initialized arrays redrawn so outputs are not 0.
+    rng = np.random.default_rng(0)
+    inputs = [0.05 * rng.standard_normal(x.shape).astype(x.dtype) if (x.dtype.kind == "f" and not x.any()) else x
+              for x in base.example_args or ()]
+    ea, eb = runtime.compile(base), runtime.compile(cand)
+    oa, ob = runtime.execute(ea, inputs), runtime.execute(eb, inputs)
+    diff = max(float(np.max(np.abs(np.asarray(x) - np.asarray(y)))) for x, y in zip(oa, ob))
+    scale = max(float(np.max(np.abs(np.asarray(x)))) for x in oa)
+    out = [f"{name}: convolutions {base.text().count('stablehlo.convolution')} -> "
+           f"{cand.text().count('stablehlo.convolution')}; outputs agree to {diff:.2e} (largest |output| {scale:.3g})"]
+    for _ in range(rounds):
+        ta, tb = runtime.compare([ea, eb], inputs, TimingPolicy(runs=10, min_seconds=1.0))
+        out.append(f"original {ta.full * 1e3:.1f} ms, im2col {tb.full * 1e3:.1f} ms, median pair ratio "
+                   f"{runtime.median_ratio(ta.samples, tb.samples):.3f} (load {os.getloadavg()[0]:.1f})")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="zoo")
@@ -149,7 +219,12 @@ def main(argv=None) -> int:
     ap.add_argument("--top-kernels", type=int, default=8)
     ap.add_argument("--peak-repeats", type=int, default=20, help="peak measurements per size, the best kept (default 20)")
     ap.add_argument("--out", help="also write the Markdown here")
+    ap.add_argument("--small-conv-check", metavar="NAME", help="only: rebuild zoo program NAME with its "
+                    "small-map convolutions as im2col + dot, and time it against the original")
     args = ap.parse_args(argv)
+    if args.small_conv_check:
+        print("\n".join(small_conv_check(args.small_conv_check)))
+        return 0
     entries = corpus.entries(args.dataset)
     if args.programs:
         missing = sorted(set(args.programs) - {e.name for e in entries})
