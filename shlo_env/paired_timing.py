@@ -85,6 +85,14 @@ def _runs(t: Timing) -> list[float]:
     return list(t.samples) if t.samples else [t.full]
 
 
+def seconds_to_look(round_s: float, test: SequentialRatioTest, look: int = 0, rounds: int = 1) -> float:
+    """Seconds of interleaved timing before `test` takes its look `look` (0-based) when one
+    (A, B) round takes `round_s` and a block holds `rounds` rounds: a lower bound (no load),
+    plus one probe request."""
+    observations = test.schedule[min(look, test.looks - 1)]
+    return 2 * observations * rounds * round_s * OVERHEAD + REQUEST_S
+
+
 def block_rounds_for(round_s: float, allowance_s: float, test: SequentialRatioTest) -> int:
     """Rounds per block when one (A, B) round takes `round_s` seconds: as many as let the
     allowance reach the test's look `TARGET_LOOK` (the last look when it has fewer), within
@@ -161,4 +169,5 @@ def time_until_decided(runner: Runner, a: str | _HasText, b: str | _HasText, inp
                         requests, time.perf_counter() - start, q(all_a), q(all_b), rounds, res)
 
 
-__all__ = ["OVERHEAD", "PairedTiming", "REQUEST_S", "ROUNDS", "TARGET_LOOK", "block_rounds_for", "time_until_decided"]
+__all__ = ["OVERHEAD", "PairedTiming", "REQUEST_S", "ROUNDS", "TARGET_LOOK", "block_rounds_for", "seconds_to_look",
+           "time_until_decided"]

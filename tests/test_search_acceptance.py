@@ -56,10 +56,10 @@ def test_a_program_against_itself_is_never_accepted(worker, monkeypatch):
     _lucky_screen(monkeypatch)
     x = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
     p = lower(lambda a: jnp.tanh(a) @ a, x, name="tanh_matmul")
-    res = optimize_program(p, SearchOptions(strategy="exhaustive", budget_s=10, patterns=[TanhTimesOne()]),
+    res = optimize_program(p, SearchOptions(strategy="exhaustive", budget_s=20, patterns=[TanhTimesOne()]),
                            worker=worker)
     assert res.status == "ok", res.error
-    assert res.search_ratio < 0.6  # the screen took the lucky timing: only the paired test stands between
+    assert res.search_ratio < 0.6, str(res)  # the screen took the lucky timing: only the paired test stands between
     assert res.acceptance in ("reject", "undecided"), str(res)
     assert res.returned_original and res.identical and res.ratio == 1.0, str(res)
     assert "paired test did not accept" in res.reason and res.accept_pairs > 0
@@ -69,7 +69,7 @@ def test_a_program_against_itself_is_never_accepted(worker, monkeypatch):
 def test_a_clear_win_is_accepted_with_its_bound_reported(worker):
     ex = examples.suite(["matmul_chain"])[0]  # (A @ B) @ v -> A @ (B @ v): far fewer flops
     p = lower(ex.fn, *ex.args(0), name=ex.name)
-    res = optimize_program(p, SearchOptions(strategy="pick-first", budget_s=15), worker=worker)
+    res = optimize_program(p, SearchOptions(strategy="pick-first", budget_s=30), worker=worker)
     assert res.status == "ok" and not res.returned_original, str(res)
     assert res.acceptance == "accept" and res.accept_upper < 1.0 and res.accept_ratio <= 0.97, str(res)
     assert res.accept_lower <= res.accept_ratio <= res.accept_upper and res.accept_pairs > 0

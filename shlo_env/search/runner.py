@@ -70,6 +70,7 @@ from shlo_env.patterns.base import resolve as resolve_patterns
 from shlo_env.search import passes as pass_actions, site_heat
 from shlo_env.search.base import Progress, SearchContext, Strategy, auto_strategy, get_strategy
 from shlo_env.search.evaluator import Evaluator
+from shlo_env.paired_timing import seconds_to_look
 from shlo_env.sequential import Decision, SequentialRatioTest
 from shlo_env.verify import memory_allowance
 from shlo_env.runners import CandidateError, Runner
@@ -82,6 +83,7 @@ PROBE = TimingPolicy(runs=1, warmup=0)  # the original's first call: sizes the b
 MAX_TRAJECTORY = 5_000  # decisions recorded per program (a long MCTS run is cut here)
 ACCEPT_ALPHA = 0.01  # the paired acceptance test's chance of accepting a candidate that is not faster
 ACCEPT_SHARE = 0.8  # of the time left before Budget.hard: the rest is the check's float64 reference
+ACCEPT_MAX_SHARE = 0.3  # of the budget the search may leave for the paired test (a slow program)
 
 
 @dataclasses.dataclass
@@ -379,7 +381,8 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             cuts += [timing_cut] if timing_cut else []
             pair_s = policy_seconds(timing, call_s)
             # the search ends early enough to confirm and measure its winner within the budget
-            search_deadline = min(budget.search_deadline(t0), budget.hard_deadline(t0) - budget.reserve_s(pair_s))
+            search_deadline = min(budget.search_deadline(t0), budget.hard_deadline(t0) - max(
+                budget.reserve_s(pair_s), _accept_reserve_s(call_s, budget.total_s)))
             ctx = _RecordingContext(program, resolve_patterns(o.patterns), evaluator,
                                     deadline=search_deadline, max_steps=o.max_steps,
                                     progress=bar, threshold=thr, passes=offered, seed=o.seed)
@@ -495,6 +498,13 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
         res.total_s = time.perf_counter() - t0
         res.cuts = tuple(cuts)
     return res
+
+
+def _accept_reserve_s(call_s: float, budget_s: float) -> float:
+    """Seconds the search leaves before `Budget.hard` for the paired test of its winner: enough
+    to reach the test's second look with one-round blocks (`paired_timing.seconds_to_look`),
+    at most `ACCEPT_MAX_SHARE` of the budget."""
+    return min(ACCEPT_MAX_SHARE * budget_s, seconds_to_look(2 * call_s, SequentialRatioTest(), 1))
 
 
 def _measure_sites(ctx: SearchContext, inputs, compile_s: float, call_s: float, budget_s: float, left_s: float,
