@@ -143,15 +143,16 @@ class SearchOptions:
     seed: int = dataclasses.field(default=0, metadata=about(
         "seed of the random input sets and of the strategy.", result=True, flag="--seed", type=int))
     min_gain: float = dataclasses.field(default=0.03, metadata=about(
-        "the smallest speedup worth taking (raised to twice the measured noise).",
+        "the smallest speedup worth taking: the search's screening threshold is 1 - min_gain, and the "
+        "paired acceptance test accepts only an estimated gain of at least this.",
         result=True, flag="--min-gain", type=float))
     threshold: float | NoiseModel | None = dataclasses.field(default=None, metadata=about(
-        "an external acceptance threshold: a ratio, or a `shlo_env.noise_model.NoiseModel` (the "
-        "machine's noise profile) whose \"faster\" threshold at the original's runtime is used; "
-        "the stricter of it and the per-program one applies.",
+        "an external screening threshold: a ratio (the stricter of it and 1 - min_gain screens the "
+        "candidates), or a `shlo_env.noise_model.NoiseModel` (the machine's noise profile: recorded, "
+        "not used to screen; the paired test deals with noise).",
         result=True, flag="--threshold", type=float, metavar="RATIO",
-        help="an external acceptance threshold (a ratio); the stricter of it and the per-program one "
-             "(twice the measured noise, --min-gain) applies"))
+        help="an external screening threshold (a ratio); the stricter of it and 1 - --min-gain screens "
+             "the candidates before the paired acceptance test"))
     timeout_s: float | None = dataclasses.field(default=None, metadata=about(
         "per compile/run limit in the worker, in seconds (a hang costs one candidate; default "
         "SHLO_ENV_TIMEOUT_S).", result=False, flag="--timeout", type=float, metavar="SECONDS"))
