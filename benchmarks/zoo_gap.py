@@ -91,18 +91,15 @@ def _dims(text: str, key: str) -> list[int]:
     return [int(x) for x in body.split(",") if x.strip()]
 
 
-def peak_rates(repeats: int, sizes: tuple[int, ...] = (256, 512, 2048)) -> tuple[float, float, str]:
+def peak_rates(repeats: int) -> tuple[float, float, str]:
     """This machine's peaks: SHLO_ENV_PEAK_FLOPS / SHLO_ENV_PEAK_BANDWIDTH if set, else the best of
-    `repeats` measurements (`roofline.measure_cpu_peaks`) over several matmul sizes. A 2048^2
-    matmul alone understates a shared machine's peak several-fold (measured here under load
-    average 13: 10 GFLOP/s at 2048^2, 100 at 256^2), and a peak too low makes T/roofline too low."""
+    `repeats` measurements of `roofline.measure_cpu_peaks` (matmuls of several sizes)."""
     flops, bandwidth, source = roofline.peak_rates(runtime.platform(), "", measure=False)
     if flops and bandwidth:
         return flops, bandwidth, source
-    rates = [roofline.measure_cpu_peaks(repeats=repeats, n=n) for n in sizes]
-    return (flops or max(f for f, _ in rates), bandwidth or max(b for _, b in rates),
-            f"measured, best of {repeats} at each of {'/'.join(f'{n}^2' for n in sizes)} f32 matmuls; "
-            "256 MiB sum/elementwise")
+    f, b = roofline.measure_cpu_peaks(repeats=repeats)
+    return (flops or f, bandwidth or b,
+            f"measured, best of {repeats} at each of 256^2/512^2/2048^2 f32 matmuls; 256 MiB sum/elementwise")
 
 
 def program_gap(program: Program, peaks: tuple[float, float]) -> dict:
