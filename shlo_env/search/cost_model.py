@@ -24,7 +24,6 @@ band. Strategy "learned" is this loop with the learned rankers (`shlo_env.search
 
 from __future__ import annotations
 
-import itertools
 import math
 
 from shlo_env.search import acquisition, sources
@@ -94,16 +93,23 @@ class CostModel(Strategy):
         self.info.update(counts)
         return ctx.best
 
-    def _children(self, ctx: SearchContext, exp) -> list[tuple[list[int], State]]:
-        children, seen = [], {exp.state.key}
-        pairs = ((vec, ctx.child(exp, vec)) for vec in self.candidates(exp, ctx))
-        for vec, child in pairs if not self.chain else itertools.chain(pairs, sources.pick_first_chain(ctx, exp)):
+    def _children(self, ctx: SearchContext, exp, deeper: bool | None = None) -> list[tuple[list[int], State]]:
+        """The source's children, then (when `deeper`, default `chain`) the chain's states."""
+        children: list[tuple[list[int], State]] = []
+        self._add(ctx, exp, children, ((vec, ctx.child(exp, vec)) for vec in self.candidates(exp, ctx)))
+        if self.chain if deeper is None else deeper:
+            self._add(ctx, exp, children, sources.pick_first_chain(ctx, exp))
+        return children
+
+    @staticmethod
+    def _add(ctx: SearchContext, exp, children: list, pairs) -> None:
+        seen = {exp.state.key} | {c.key for _, c in children}
+        for vec, child in pairs:
             if ctx.out_of_time():
                 break
             if child is not None and child.key not in seen:
                 seen.add(child.key)
                 children.append((vec, child))
-        return children
 
     def _greedy(self, ctx: SearchContext, state: State, state_ratio: float, counts: dict) -> tuple[State, float]:
         """Steps from `state` to the fastest timed child while one beats it beyond noise; returns
@@ -114,13 +120,17 @@ class CostModel(Strategy):
             exp = ctx.expand(state)
             if not exp.dims:
                 break
-            children = self._children(ctx, exp)
-            counts["costed"] += len(children)
             step: dict = dict(best=None, n=0, done=set())
-            if self.cheap is not None:  # what the cheap ranker cannot bound, before the costly ranking
+            if self.cheap is not None:  # what the cheap ranker cannot bound, before the chain and the costly ranking
+                children = self._children(ctx, exp, deeper=False)
                 cheap = self.cheap.rank(ctx, exp, children)
                 first = [i for i in self.to_time(ctx, cheap) if math.isinf(cheap[i].uncertainty)]
                 self._time(ctx, children, cheap, first, state_ratio, step, counts)
+                if self.chain:
+                    self._add(ctx, exp, children, sources.pick_first_chain(ctx, exp))
+            else:
+                children = self._children(ctx, exp)
+            counts["costed"] += len(children)
             predictions = self.predict(ctx, exp, children)
             self._time(ctx, children, predictions, self.to_time(ctx, predictions), state_ratio, step, counts)
             best = step["best"]

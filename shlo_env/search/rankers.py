@@ -169,22 +169,27 @@ class GraphNetwork(LearnedRanker):
 
     def rank(self, ctx: SearchContext, exp: Expansion, children: list[tuple[list[int], State]]) -> list[Prediction]:
         states = [c for _, c in children]
-        last = self._last  # (exp, states, predictions): a cascade ranks the same children again
-        if last is None or last[0] is not exp or len(last[1]) != len(states) or any(
-                a is not b for a, b in zip(last[1], states)):
-            last = self._last = (exp, states, self._rank(ctx, exp, children))
-        return last[2]
+        last = self._last  # (exp, states, predictions): a cascade ranks the same children again, or more
+        done = 0 if last is None or last[0] is not exp or len(last[1]) > len(states) or any(
+            a is not b for a, b in zip(last[1], states)) else len(last[1])
+        out = (last[2][:done] if last is not None and done else []) + self._rank(ctx, exp, children[done:])
+        self._last = (exp, states, out)
+        return out
 
     def _rank(self, ctx: SearchContext, exp: Expansion, children: list[tuple[list[int], State]]) -> list[Prediction]:
         if exp.augmented is None or not children:
             return [Prediction(math.inf) for _ in children]
+        seen = [i for i, (vec, child) in enumerate(children)
+                if not any(vec[exp.num_rewrites:]) and is_direct(ctx, exp, vec, child)]
+        out = [Prediction(math.inf)] * len(children)
+        if not seen:
+            return out
         g = observe.graph(exp.augmented, uids=False)
-        vectors = [[0] * exp.num_rewrites] + [list(vec[:exp.num_rewrites]) for vec, _ in children]
-        ratios = self.model().ratios(g, vectors, self.corrected)
+        vectors = [[0] * exp.num_rewrites] + [list(children[i][0][:exp.num_rewrites]) for i in seen]
         band = self.band()
-        return [Prediction(math.inf) if any(vec[exp.num_rewrites:]) or not is_direct(ctx, exp, vec, child) else
-                Prediction(float(r), math.inf if touches_blind_ops(g, vec) else band)
-                for (vec, child), r in zip(children, ratios)]
+        for i, r in zip(seen, self.model().ratios(g, vectors, self.corrected)):
+            out[i] = Prediction(float(r), math.inf if touches_blind_ops(g, children[i][0]) else band)
+        return out
 
 
 class ExecutableModel(LearnedRanker):
