@@ -39,8 +39,11 @@ def _small_conv(draw):
     return fn, list(_shapes(layout, n, c, o, hw, khw))
 
 
+CASES = {ConvSmallMapToDot: _small_conv}
+
+
 def test_conv_small_map_to_dot():
-    res = check_pattern(ConvSmallMapToDot, programs(_small_conv), max_examples=40)
+    res = check_pattern(ConvSmallMapToDot, programs(CASES[ConvSmallMapToDot]), max_examples=40)
     assert res.num_alternatives >= 40
 
 

@@ -5,7 +5,7 @@ import importlib
 from shlo_env.patterns import Numerics, all_patterns, default_patterns
 
 FAMILIES = ["algebraic", "shape", "dot", "slicing", "reduce", "convert", "select", "loops", "fusion",
-            "layout", "batching", "scans", "small_ops"]
+            "layout", "batching", "scans", "small_ops", "conv"]
 
 
 def _tested():
