@@ -70,3 +70,20 @@ def test_lhs_dilated_conv_not_matched():
         return lax.conv_general_dilated(x, w, (1, 1), ((0, 0), (0, 0)), lhs_dilation=(2, 2),
                                         dimension_numbers=LAYOUTS["NHWC"])
     assert _alternatives(transposed, (1, 2, 2, 3), (2, 2, 3, 4)) == 0  # output 2x2
+
+
+def test_any_layout_stride_padding_and_dilation():
+    def odd(x, w):  # spatial dims out of order, asymmetric padding, stride and rhs dilation on one dim each
+        return lax.conv_general_dilated(x, w, (1, 2), ((1, 0), (2, 1)), rhs_dilation=(2, 1),
+                                        dimension_numbers=("HNCW", "WOHI", "CWNH"))
+    res = check_rewrites(lower(odd, np.ones((2, 2, 3, 2), np.float32), np.ones((2, 4, 2, 3), np.float32)),
+                         [ConvSmallMapToDot()])
+    assert res.num_alternatives == 1 and not res.mismatches, res.mismatches[:1]
+
+
+def test_one_spatial_dim():
+    def conv1d(x, w):
+        return lax.conv_general_dilated(x, w, (1,), "SAME", dimension_numbers=("NWC", "WIO", "NWC"))
+    res = check_rewrites(lower(conv1d, np.ones((2, 2, 3), np.float32), np.ones((3, 3, 4), np.float32)),
+                         [ConvSmallMapToDot()])
+    assert res.num_alternatives == 1 and not res.mismatches, res.mismatches[:1]
