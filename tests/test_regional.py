@@ -65,3 +65,17 @@ def test_a_site_in_a_loop_falls_back_to_whole_program_evaluation():
     assert info["fallback_sites"] >= 1 and any("loop" in k for k in info["fallback_reasons"]), info
     assert info["region_candidates"] == 0 and info["whole_candidates"] >= 1
     assert res.status != "error"
+
+
+def test_auto_picks_regional_for_large_programs_only():
+    from shlo_env import zoo
+    from shlo_env.search.base import REGIONAL_MIN_OPS, Dim, Expansion, State, auto_strategy
+
+    def exp(program):
+        dims = [Dim("rewrite", ("original", "p"), k) for k in range(20)]  # 2**20 vectors
+        return Expansion(State.of(program), None, [None] * 20, (), dims)
+
+    big = zoo.load("keras_transformer_train")
+    assert big.num_ops() >= REGIONAL_MIN_OPS and auto_strategy(exp(big)) == "regional"
+    small = corpus.load("corpus/attn_linear_causal")
+    assert auto_strategy(exp(small)) == "mcts"

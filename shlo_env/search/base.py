@@ -580,6 +580,11 @@ def get_strategy(name: str | Strategy, **options) -> Strategy:
     return cls(**options)
 
 
+#: From this many ops a whole-program compile per candidate is what limits the search: "auto"
+#: judges candidates on their regions (the regional strategy) instead.
+REGIONAL_MIN_OPS = 1000
+
+
 def auto_strategy(exp: Expansion) -> str:
     """A sensible strategy for a decision space of this size (at the root):
 
@@ -587,9 +592,13 @@ def auto_strategy(exp: Expansion) -> str:
     - up to 64 vectors: exhaustive (every vector, stepwise);
     - up to 2**16: beam search;
     - larger: factorized MCTS (its statistics are per dimension, so it scales with the number
-      of alternatives ops, not with the product of their choices).
+      of alternatives ops, not with the product of their choices);
+    - any space, on a program of `REGIONAL_MIN_OPS` ops or more: regional (candidates judged
+      on the region they change; docs/experiments/2026-11-26-regional-strategy.md).
     """
     size = exp.size
+    if size > 1 and exp.num_rewrites and exp.state.program.num_ops() >= REGIONAL_MIN_OPS:
+        return "regional"
     if size <= 1:
         return "pick-first"
     if size <= 64:

@@ -15,7 +15,8 @@ program evaluations only on what won there:
 2. **Region judging**, `batch` sites per round: every alternative of each site, plus one
    region-before-against-itself control per region (its own noise), on the evaluator's worker,
    or fanned out over `executor` (`region.evaluate_regions_on`) when one is given. A local
-   winner beats the region's noise on both its 10th-percentile and its median ratio.
+   winner beats the region's noise on both its 10th-percentile and its median ratio. Regions
+   of more than `max_ops` ops compile slowly: their sites wait until every smaller one is done.
 3. **Assembly.** The round's winners, largest predicted whole-program saving first
    (share x (1 - region ratio)), are added greedily to the current state: each combination is
    verified and timed on the whole program (`ctx.evaluate`) and kept when it passes the
@@ -63,11 +64,12 @@ class Regional(Strategy):
 
     def __init__(self, batch: int = 8, min_share: float = region.NEGLIGIBLE_SHARE, local_gain: float = 0.02,
                  profile: bool | None = None, profile_share: float = 0.35, boundary: bool = False,
-                 executor: Any = None, **aim):
+                 executor: Any = None, max_ops: int = 150, **aim):
         """`profile`: None (when affordable), True (always), False (never). `boundary`: region
         inputs from one compile of the original with the boundaries as outputs (exact values)
         instead of random ones (no whole compile). `executor`: a `shlo_env.executors`
-        executor to fan region compiles out over (default: the evaluator's worker)."""
+        executor to fan region compiles out over (default: the evaluator's worker). Regions
+        of more than `max_ops` ops (slow to compile) wait until every smaller one is judged."""
         super().__init__(**aim)
         if batch < 1:
             raise ValueError(f"batch must be at least 1, got {batch}")
@@ -80,6 +82,7 @@ class Regional(Strategy):
         self.profile_share = profile_share
         self.boundary = boundary
         self.executor = executor
+        self.max_ops = max_ops
 
     # --- the search ---------------------------------------------------------------------------
 
@@ -102,13 +105,16 @@ class Regional(Strategy):
         self.info["sites"] = len(sites)
         state, ratio = start, self.start_ratio(ctx, start)
         vec = [0] * len(exp.dims)
-        for i in range(0, len(sites), self.batch):
-            if ctx.out_of_time():
-                break
-            chunk = sites[i:i + self.batch]
-            winners = self._judge(ctx, exp, aug, chunk, bounds, prof, counts)
-            with self._timer("assemble"):
-                state, ratio, vec = self._assemble(ctx, exp, winners, state, ratio, vec, counts)
+        self.deferred: list[int] = []  # sites whose region is large: judged last
+        for todo, defer in ((sites, True), (self.deferred, False)):
+            for i in range(0, len(todo), self.batch):
+                if ctx.out_of_time():
+                    break
+                chunk = todo[i:i + self.batch]
+                winners = self._judge(ctx, exp, aug, chunk, bounds, prof, counts, defer)
+                with self._timer("assemble"):
+                    state, ratio, vec = self._assemble(ctx, exp, winners, state, ratio, vec, counts)
+        counts["deferred"] = len(self.deferred)
         counts["whole_candidates"] = ctx.evaluator.stats.evaluated - evaluated0
         elapsed = time.perf_counter() - t0
         self.info.update(counts, search_s=round(elapsed, 2), spent_s={k: round(v, 2) for k, v in self.spent.items()},
@@ -162,11 +168,15 @@ class Regional(Strategy):
     # --- 2. region judging --------------------------------------------------------------------
 
     def _judge(self, ctx: SearchContext, exp: Expansion, aug, sites: Sequence[int], bounds: dict[int, float],
-               prof, counts: dict) -> list[Winner]:
-        """The local winners among `sites` (fallback sites judged on the whole program)."""
+               prof, counts: dict, defer: bool = False) -> list[Winner]:
+        """The local winners among `sites` (fallback sites judged on the whole program);
+        with `defer`, sites whose region is over `max_ops` are put off (`self.deferred`)."""
         with self._timer("cut"):
             regions = region.cut_regions(aug, list(sites), prof)
         cut = [r for r in regions if not (r.whole or getattr(r, "in_body", False))]
+        if defer:
+            self.deferred += [r.sites[0] for r in cut if len(r.ops) > self.max_ops]
+            cut = [r for r in cut if len(r.ops) <= self.max_ops]
         winners: list[Winner] = []
         for r in regions:
             if r.whole or getattr(r, "in_body", False):
