@@ -46,3 +46,9 @@ def test_no_profile_when_the_budget_cannot_afford_it():
     assert site_heat.affordable(compile_s=0.2, call_s=1e-3, budget_s=30, left_s=20)[0]
     ok, why = site_heat.affordable(compile_s=0.5, call_s=4.0, budget_s=30, left_s=20)  # a 4 s call
     assert not ok and "3.0 s allowed" in why
+
+
+def test_a_site_is_skipped_only_when_measured_and_static_weights_agree_it_is_cold():
+    # site 1's matched ops missed its kernel (measured 0.07 %), but the static estimate says it
+    # holds most of the time: it is kept (quadratic_form's 25x reassociation looked like this)
+    assert site_heat.measured_order([0.0, 0.0007, 0.3], [1.0, 900.0, 99.0]) == [2, 1]

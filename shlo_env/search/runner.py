@@ -63,7 +63,7 @@ import numpy as np
 from shlo_env import memory, xla_options as option_actions
 from shlo_env.driver import AugmentStats, augment, list_alternatives
 from shlo_env.hashing import dag_hash
-from shlo_env.import_ import Program
+from shlo_env.import_ import Program, ir_scope
 from shlo_env.noise_model import NoiseModel, accepts
 from shlo_env.numerics import Numerics
 from shlo_env.patterns.base import resolve as resolve_patterns
@@ -524,8 +524,9 @@ def _measure_sites(ctx: SearchContext, inputs, compile_s: float, call_s: float, 
     except Exception as e:  # noqa: BLE001 - a profile that fails or does not map leaves the static order
         return f"static (the profile failed: {type(e).__name__}: {str(e)[:120]})"
     ctx.caches.bounds[ctx.root.hash] = bounds
-    skipped = sum(b < site_heat.NEGLIGIBLE_SHARE for b in bounds)
-    return f"measured: {len(bounds) - skipped} of {len(bounds)} sites above {site_heat.NEGLIGIBLE_SHARE:.1%} of the time"
+    with ir_scope():
+        kept = site_heat.measured_order(bounds, site_heat.site_weights(alts))
+    return f"measured: {len(kept)} of {len(bounds)} sites above {site_heat.NEGLIGIBLE_SHARE:.1%} of the time"
 
 
 def _augment_root(ctx: SearchContext, deadline: float, cuts: list[str]) -> None:
