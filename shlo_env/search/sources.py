@@ -93,12 +93,27 @@ def first(n: int, source: Source) -> Source:
     return lambda ctx, exp: itertools.islice(source(ctx, exp), max(0, n))
 
 
-def pick_first_chain(ctx: SearchContext, exp: Expansion) -> Iterator[tuple[list[int], State]]:
-    """The states of the pick-first chain from `exp`'s state (`stepwise.pick_first_states`)
-    after its first step (that one is `pick_first`'s child), each with the first step's vector.
-    Nothing is evaluated."""
-    from shlo_env.search.stepwise import pick_first_states
+def pick_first_states(ctx: SearchContext, start: State | None = None) -> Iterator[State]:
+    """The states of the pick-first chain from `start` (default: the root), in order, until
+    pick-first stops, a state repeats or a step fails to apply (at most `ctx.max_steps`).
+    Nothing is evaluated: the caller decides what to time or compile."""
+    state = start if start is not None else ctx.root
+    seen = {state.key}
+    for _ in range(ctx.max_steps):
+        exp = ctx.expand(state)
+        vec = pick_first_vector(exp.dims)
+        nxt = None if is_stop(vec) else ctx.child(exp, vec)
+        if nxt is None or nxt.key in seen:
+            return
+        seen.add(nxt.key)
+        yield nxt
+        state = nxt
 
+
+def pick_first_chain(ctx: SearchContext, exp: Expansion) -> Iterator[tuple[list[int], State]]:
+    """The states of the pick-first chain from `exp`'s state (`pick_first_states`) after its
+    first step (that one is `pick_first`'s child), each with the first step's vector. Nothing
+    is evaluated."""
     vec = pick_first_vector(exp.dims)
     if is_stop(vec):
         return
@@ -120,5 +135,5 @@ def distinct(source: Source, limit: int | None = None) -> Source:
     return out
 
 
-__all__ = ["Source", "alternate", "chain", "distinct", "exhaustive", "first", "pick_first", "pick_first_chain",
+__all__ = ["Source", "alternate", "chain", "distinct", "exhaustive", "first", "pick_first", "pick_first_chain", "pick_first_states",
            "random_draws", "singles", "sweeps", "xla_actions"]

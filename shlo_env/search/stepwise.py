@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from shlo_env.search import sources
 from shlo_env.search.base import (
-    SearchContext, State, Strategy, all_vectors, is_stop, pick_first_vector, register_strategy,
+    SearchContext, State, Strategy, all_vectors, register_strategy,
 )
 from shlo_env.search.evaluator import Evaluation
 
@@ -26,21 +24,7 @@ class PickFirst(Strategy):
         return ctx.best
 
 
-def pick_first_states(ctx: SearchContext, start: State | None = None) -> Iterator[State]:
-    """The states of the pick-first chain from `start` (default: the root), in order, until
-    pick-first stops, a state repeats or a step fails to apply (at most `ctx.max_steps`).
-    Nothing is evaluated: the caller decides what to time or compile."""
-    state = start if start is not None else ctx.root
-    seen = {state.key}
-    for _ in range(ctx.max_steps):
-        exp = ctx.expand(state)
-        vec = pick_first_vector(exp.dims)
-        nxt = None if is_stop(vec) else ctx.child(exp, vec)
-        if nxt is None or nxt.key in seen:
-            return
-        seen.add(nxt.key)
-        yield nxt
-        state = nxt
+pick_first_states = sources.pick_first_states  # the walk lives with the sources (`pick_first_chain`)
 
 
 def pick_first_chain(ctx: SearchContext, start: State | None = None) -> None:
