@@ -276,6 +276,10 @@ def _first_call(main: ir.Operation) -> ir.Operation | None:
 
 def parse_module(data: str | bytes, what: str = "module") -> ir.Module:
     """Parse StableHLO text, MLIR bytecode, or a StableHLO portable artifact into our context."""
+    if isinstance(data, str):
+        _check_elided_constants(data, what)
+    elif not data.startswith(BYTECODE_MAGIC):
+        _check_elided_constants(data.decode("utf-8", errors="replace"), what)
     try:
         with ir_scope():
             module = ir.Module.parse(data)
@@ -299,38 +303,32 @@ def _has_func(module: ir.Module) -> bool:
 ELIDED = "dense_resource<__elided__>"  # how MLIR prints an elements attribute it was told to elide
 
 
-def _check_elided_constants(module: ir.Module, name: str) -> None:
-    """Reject attributes printed without their values (`large_elements_limit`): the module parses,
-    but XLA cannot compile it ("Only dense elements attr are supported")."""
+def _check_elided_constants(text: str, name: str) -> None:
+    """Reject attributes printed without their values (`large_elements_limit`): the text parses,
+    but XLA cannot compile it ("Only dense elements attr are supported"). Only printed text can
+    hold them (bytecode keeps the values), so the text is scanned, not the parsed module."""
+    if ELIDED not in text:
+        return
     found: list[str] = []
-
-    def visit(op):
-        attrs = op.attributes
-        for i in range(len(attrs)):
-            attr = attrs[i].attr
-            # dense attributes come back as their own classes; a resource one as a plain Attribute
-            if type(attr) is ir.Attribute and str(attr).startswith(ELIDED):
-                loc = str(op.location).removeprefix("loc(").removesuffix(")")
-                line = re.fullmatch(r'"-":(\d+):\d+', loc)
-                found.append(f"{op.name} at {'line ' + line.group(1) if line else loc} ({attr.type})")
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    if found:
-        shown = "; ".join(found[:3]) + (f"; and {len(found) - 3} more" if len(found) > 3 else "")
-        raise ProgramError(
-            f"{name}: {len(found)} constant{'s were' if len(found) > 1 else ' was'} saved without "
-            f"{'their' if len(found) > 1 else 'its'} values (`{ELIDED}`, as MLIR prints with "
-            f"`large_elements_limit`), so the module cannot run: {shown}. Save the module with its "
-            f"constants: `jax.jit(f).lower(*args).as_text()`, or `module.operation.get_asm()` / "
-            f"`.print(file=f)` without `large_elements_limit`, or as bytecode "
-            f"(`module.operation.write_bytecode(f)`, `shlo_env.save(program, 'model.mlirbc')`).")
+    for number, line in enumerate(text.splitlines(), 1):
+        if ELIDED in line:
+            op = re.search(r'=\s*"?([A-Za-z_]\w*\.[\w.]+)', line)
+            kind = re.search(r"(tensor<[^>]*>)\s*$", line.rstrip().rstrip(")"))
+            found.append(f"{op.group(1) if op else 'an op'} at line {number}"
+                         + (f" ({kind.group(1)})" if kind else ""))
+    shown = "; ".join(found[:3]) + (f"; and {len(found) - 3} more" if len(found) > 3 else "")
+    raise ProgramError(
+        f"{name}: {len(found)} constant{'s were' if len(found) > 1 else ' was'} saved without "
+        f"{'their' if len(found) > 1 else 'its'} values (`{ELIDED}`, as MLIR prints with "
+        f"`large_elements_limit`), so the module cannot run: {shown}. Save the module with its "
+        f"constants: `jax.jit(f).lower(*args).as_text()`, or `module.operation.get_asm()` / "
+        f"`.print(file=f)` without `large_elements_limit`, or as bytecode "
+        f"(`module.operation.write_bytecode(f)`, `shlo_env.save(program, 'model.mlirbc')`).")
 
 
 def program_from_module(module: ir.Module, *, name: str = "main", source: str = "",
                         in_tree=None, out_tree=None, example_args=None, inline: bool = True) -> Program:
     """Wrap a parsed module as a Program after checking it is something we can run."""
-    _check_elided_constants(module, source or name)
     _check_call_graph(module)
     if inline:
         _inline_calls(module)
