@@ -62,11 +62,12 @@ def final_timing(program, found: dict, runs: int, repeats: int = 3):
         texts: dict[str, tuple] = {}
         base_fp = xxhash.xxh3_64_hexdigest(w.optimized_hlo(program.text()).encode())
         for name, ev in found.items():
-            fp = xxhash.xxh3_64_hexdigest(w.optimized_hlo(ev.program.text(), ev.passes).encode())
+            chosen = ev.program or program  # the original's evaluation carries no program of its own
+            fp = xxhash.xxh3_64_hexdigest(w.optimized_hlo(chosen.text(), ev.passes).encode())
             if fp == base_fp:
                 fp = "original"
             groups.setdefault(fp, []).append(name)
-            texts[fp] = (ev.program.text(), ev.passes)
+            texts[fp] = (chosen.text(), ev.passes)
         order = [fp for fp in groups if fp != "original"]
         items = [(program.text(), ())] + [texts[fp] for fp in order] + [(program.text(), ())]
         ratios: dict[str, list[float]] = {fp: [] for fp in order}
