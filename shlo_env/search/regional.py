@@ -93,6 +93,7 @@ class Regional(Strategy):
                       whole_candidates=0, winners=0, assembled=0, sites_judged=0)
         self.info.update(counts, profile="none", fallback_reasons={})
         self.spent: dict[str, float] = {}  # seconds per step (profile, order, cut, regions, whole)
+        self.whole_s: list[float] = []  # seconds per whole-program evaluation in the assembly
         evaluated0 = ctx.evaluator.stats.evaluated
         exp = ctx.expand(start)
         if exp.num_rewrites == 0 or exp.augmented is None:
@@ -190,8 +191,8 @@ class Regional(Strategy):
         with self._timer("inputs"):
             inputs = self._inputs(ctx, aug, cut)
         for r, x in zip(cut, inputs):
-            if ctx.out_of_time():
-                break
+            if ctx.out_of_time() or (winners and ctx.time_left() < self._whole_estimate(ctx)):
+                break  # what is left must go to assembling the winners on the whole program
             # the region against itself first: its own noise, then every alternative of its site
             cands = [Candidate(r, {})] + r.candidates()
             with self._timer("regions"):
@@ -208,6 +209,13 @@ class Regional(Strategy):
             winners += self._local_winners(r, control, rest, bounds)
         counts["winners"] += len(winners)
         return winners
+
+    def _whole_estimate(self, ctx: SearchContext) -> float:
+        """Seconds one whole-program evaluation takes: the mean so far, else a guess from the
+        program's size (a compile, verification and a timing)."""
+        if self.whole_s:
+            return sum(self.whole_s) / len(self.whole_s)
+        return COMPILE_S_PER_OP * ctx.original.num_ops()
 
     def _inputs(self, ctx: SearchContext, aug, regions: list[Region]) -> list:
         if self.boundary:
@@ -278,7 +286,9 @@ class Regional(Strategy):
             child = ctx.child(exp, trial)
             if child is None or child.key == state.key:
                 continue
+            t = time.perf_counter()
             ev = ctx.evaluate(child)
+            self.whole_s.append(time.perf_counter() - t)
             counts["assembled"] += 1
             if ctx.improves(ev, ratio):
                 state, ratio, vec = child, ev.ratio, trial
