@@ -36,7 +36,9 @@ def test_the_hot_site_is_tried_first_and_the_cold_one_skipped():
         hot = next(i for i, a in enumerate(exp.alts) if "512x512" in str(a.op.operands[0].type))
         cold = 1 - hot
         bounds = ctx.measured(exp)
-        assert bounds is not None and bounds[hot] > 0.05 and bounds[cold] < site_heat.NEGLIGIBLE_SHARE, bounds
+        # the hot tanh's fusion shares the time with the dot (not its site's kernel): a few per cent
+        assert bounds is not None and bounds[cold] < site_heat.NEGLIGIBLE_SHARE <= bounds[hot], bounds
+        assert bounds[hot] > 10 * bounds[cold], bounds
         assert order.startswith("measured: 1 of 2 sites"), order
         assert _sites_tried(ctx, exp) == [hot]  # the cold site is skipped
         assert sorted(_sites_tried(ctx, exp, hot_first=False)) == [0, 1]  # program order: both
