@@ -32,8 +32,10 @@ whatever the op count or call time, and `ProgramResult.cuts` says what was cut s
    alpha `ACCEPT_ALPHA`, minimum gain `min_gain`) against the original: interleaved pairs
    until a confidence bound on T(best)/T(original) clears 1 (accept) or shows it is not
    faster by `min_gain` (reject), or the time left before `Budget.hard` runs out
-   (undecided). Only an accepted candidate is returned; otherwise the original is kept. The
-   estimate and the bounds are reported (`acceptance`, `accept_ratio`, `accept_upper`).
+   (undecided). Undecided (a slow program, a small budget), the earlier rule decides: the
+   screening timing and the test's own pairs both beyond twice the measured noise
+   (`_beyond_noise_twice`). Otherwise the original is kept. The estimate and the bounds are
+   reported (`acceptance`, `accept_ratio`, `accept_upper`).
    `confirm=False` skips the test: the screening timing alone decides (noise can pass it).
 4. **final measurement** (reporting only, `final_timing=True`): one more side-by-side timing of
    the returned program against the original, with full/async/compute times. The reported
@@ -591,12 +593,37 @@ def _decide(res: ProgramResult, evaluator: Evaluator, best, space: int, thr: flo
     res.acceptance, res.accept_pairs, res.accept_s = str(test.decision), test.pairs, test.seconds
     res.accept_ratio = res.confirm_ratio = test.ratio
     res.accept_lower, res.accept_upper = test.lower, test.upper
+    if test.decision is Decision.UNDECIDED:
+        return _beyond_noise_twice(res, evaluator, best, test, min_gain, allowance_s)
     if test.decision is not Decision.ACCEPT:
         res.reason = (f"the paired test did not accept the best candidate (one-shot ratio {best.ratio:.3f}): "
-                      + ("it is not faster by the minimum gain" if test.decision is Decision.REJECT else
-                         f"undecided in its {allowance_s:.1f} s") + " (the original is kept)")
+                      "it is not faster by the minimum gain (the original is kept)")
         return False
     return True
+
+
+def _beyond_noise_twice(res: ProgramResult, evaluator: Evaluator, best, test, min_gain: float,
+                        allowance_s: float) -> bool:
+    """Where the budget leaves the paired test undecided (a slow program, a small budget), the
+    earlier rule decides: the screening timing and a second, independent one (the test's own
+    pairs) both beyond twice the measured noise. It takes large gains the test had no time to
+    prove and never a gain inside the noise; the report says which rule decided."""
+    thr = 1.0 - max(min_gain, 2.0 * res.noise) if not math.isnan(res.noise) else 1.0 - min_gain
+    again = test.time_b_s / test.time_a_s if test.time_a_s > 0 else math.nan
+    if math.isnan(again):
+        try:
+            again, _ = evaluator.retime_ratios(best)
+        except CandidateError as e:
+            res.reason = f"best candidate could not be timed again ({e})"
+            return False
+    res.confirm_ratio = again
+    if accepts(best.ratio, best.median_ratio, thr) and again < thr:
+        res.acceptance = "accept (beyond noise twice; the paired test was undecided)"
+        return True
+    res.reason = (f"the paired test was undecided in its {allowance_s:.1f} s and the best candidate is not "
+                  f"beyond twice the noise in two timings ({best.ratio:.3f}, then {again:.3f}; threshold "
+                  f"{thr:.3f}): the original is kept")
+    return False
 
 
 def _final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best, timeout_s: float | None = None) -> None:
