@@ -159,13 +159,20 @@ def generate_corpus(names: list[str] | None = None) -> dict:
             entries.append(entry)
             _log(f"  {name:32s} {spec.library:11s} ops={entry['ops']:5d} "
                  f"{'train' if spec.training else spec.kind:16s} {ms:8.2f} ms  ({time.perf_counter() - t0:.1f} s)")
+    return write_index(index_path, CORPUS, specs, entries, failures, {**versions, **lib_versions}, start)
+
+
+def write_index(index_path, dataset: str, specs, entries: list, failures, versions: dict,
+                start: float) -> dict:
+    """Write a generated dataset's index.json (entries in the registry's order), shared by the
+    corpus and the zoo generators."""
     order = list(specs)
     entries.sort(key=lambda e: order.index(e["name"]) if e["name"] in order else len(order))
     index = {
-        "dataset": CORPUS,
+        "dataset": dataset,
         "format": "StableHLO text, xz-compressed, one file per program",
         "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "versions": {**versions, **lib_versions},
+        "versions": versions,
         "seconds": round(time.perf_counter() - start, 1),
         "failures": failures,
         "entries": entries,

@@ -13,15 +13,14 @@ the corpus's (`shlo_env.corpus.generate`), plus the library's config and version
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import lzma
 import re
-import sys
 import time
 
-from shlo_env.corpus import ZOO, ZOO_DATA, cache_clear
-from shlo_env.corpus.generate import _count_all_ops, _log, _spec_list, _validate, _version, _versions
+from shlo_env.corpus import ZOO, ZOO_DATA
+from shlo_env.corpus.generate import (_count_all_ops, _log, _spec_list, _validate, _version, _versions,
+                                      write_index)
 from shlo_env.hashing import dag_hash
 from shlo_env.worker import Worker
 
@@ -97,20 +96,7 @@ def generate(names: list[str] | None = None) -> dict:
             flag = "" if OPS_RANGE[0] <= ops <= OPS_RANGE[1] else f"  (outside {OPS_RANGE})"
             _log(f"  {name:28s} {spec.library:12s} {spec.kind:10s} ops={ops:5d} {ms:8.2f} ms "
                  f"({time.perf_counter() - t0:.0f} s){flag}")
-    order = list(specs)
-    entries.sort(key=lambda e: order.index(e["name"]) if e["name"] in order else len(order))
-    index = {
-        "dataset": ZOO,
-        "format": "StableHLO text, xz-compressed, one file per program",
-        "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "versions": {**versions, **lib_versions},
-        "seconds": round(time.perf_counter() - start, 1),
-        "failures": failures,
-        "entries": entries,
-    }
-    index_path.write_text(json.dumps(index, indent=1))
-    cache_clear()
-    return index
+    return write_index(index_path, ZOO, specs, entries, failures, {**versions, **lib_versions}, start)
 
 
 def main(argv=None) -> int:
