@@ -118,7 +118,7 @@ def peak_rates(platform: str, device_kind: str, *, flops: float | None = None,
     if not measure:
         return None, None, "not measured"
     f, b = measure_cpu_peaks()
-    return flops or f, bandwidth or b, "measured (2048^2 f32 matmul; 256 MiB sum/elementwise)"
+    return flops or f, bandwidth or b, "measured (best of 256^2 to 2048^2 f32 matmuls; 256 MiB sum/elementwise)"
 
 
 def cost_seconds(cost: Mapping, flops_per_s: float, bytes_per_s: float,

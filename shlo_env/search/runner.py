@@ -408,8 +408,10 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
                 bar.label = f"{res.strategy} {name}"
             searcher = get_strategy(chosen, **(o.strategy_options or {}))
             t_search = time.perf_counter()
-            # no candidate's request runs into the time kept for confirming the winner
-            evaluator.hard_deadline = budget.hard_deadline(t0) - policy_seconds(timing, call_s)
+            # no candidate's request runs into the time kept for confirming the winner: a re-time
+            # with its request's set-up, or the paired test's reserve, whichever is longer
+            evaluator.hard_deadline = budget.hard_deadline(t0) - max(policy_seconds(timing, call_s) + setup_s(),
+                                                                     _accept_reserve_s(call_s, budget.total_s))
             try:
                 best = searcher.search(ctx)
             finally:
