@@ -53,7 +53,7 @@ class Task:
     program_hash: str
     strategy: str
     program: Program
-    options: dict  # the search's settings (budget_s, seed, threshold, ...), for `optimize`
+    options: Any  # what `optimize` reads: a sweep's SearchOptions, a region's texts and inputs
     # (task, worker, device_lock) -> the result record; a module-level function (pickled by name)
     optimize: Callable[[Task, Any, Any], dict]
 

@@ -154,3 +154,21 @@ def test_bench_takes_the_same_options():
     assert (o.budget_s, o.xla_options, o.patterns, o.min_gain) == (3.0, "approx", ["reduce_through_dot"], 0.1)
     assert o.search_options().with_(strategy="beam").budget_s == 3.0
     assert bench_cli.options_from_args(parser.parse_args([])).budget_s == SweepOptions().budget_s
+
+
+@pytest.mark.parametrize("name", sorted(OTHER))
+def test_the_bench_key_is_the_search_key_without_the_noise_model(name):
+    """A results database's measurement key (`bench.measurement_config`) is derived from the
+    same declarations: it changes exactly with the result-changing fields. The noise model a
+    sweep passes as `threshold` is recorded per row (its profile id), not keyed."""
+    from shlo_env.bench import measurement_config
+
+    base = SearchOptions()
+    key = measurement_config(base)
+    other = measurement_config(base.with_(**{name: OTHER[name]}))
+    if name in result_fields() and name != "threshold":
+        assert key != other, f"{name} changes the result but not the bench's measurement key"
+    else:
+        assert key == other, name
+    model = NoiseModel(0.97, 1.03, programs=((1e-3, (0.99, 1.01)),))
+    assert measurement_config(base.with_(threshold=model)) == key

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 from shlo_env.bench.datasets import Item, dataset_label, load_items, short_label
 from shlo_env.bench.options import DEFAULT_STRATEGY, QUICK_SUITE, BenchError, SweepOptions
 from shlo_env.bench.report import SweepResult, summarize, write_reports
+from shlo_env.search.options import SearchOptions
 
 if TYPE_CHECKING:
     from shlo_env.executors import Task
@@ -23,12 +24,11 @@ QUICK_NOISE = dict(programs=10, repeats=6, long_repeats=12)
 FULL_NOISE = dict(programs=10, repeats=20)  # `--noise-profile`, `shlo-env noise`
 
 
-def measurement_config(strategy: str, opts: dict, patterns: Sequence[str]) -> dict:
-    """What a measurement depends on besides the program and the environment (its key)."""
-    return {"strategy": strategy, "budget_s": opts["budget_s"], "seed": opts["seed"],
-            "num_random": opts["num_random"], "max_steps": opts["max_steps"], "min_gain": opts["min_gain"],
-            "passes": list(opts.get("passes") or []), "patterns": sorted(patterns),
-            "strategy_options": opts.get("strategy_options") or {}}
+def measurement_config(options: SearchOptions) -> dict:
+    """What a measurement depends on besides the program and the environment (its key): the
+    search's result-changing options (`SearchOptions.result_key`). The noise model a sweep passes
+    as `threshold` is only recorded (its profile id is in each row), so it is not in the key."""
+    return options.with_(threshold=None).result_key()
 
 
 def sweep(datasets: Sequence[str] = QUICK_SUITE, strategies: Sequence[str] = (DEFAULT_STRATEGY,),
@@ -38,10 +38,7 @@ def sweep(datasets: Sequence[str] = QUICK_SUITE, strategies: Sequence[str] = (DE
     o = options or SweepOptions()
     from shlo_env import noise, roofline
     from shlo_env.executors import DeviceLock
-    from shlo_env.patterns.base import resolve as resolve_patterns
     from shlo_env.results_db import DEFAULT_PATH, ResultsDB, config_key, environment
-    from shlo_env import xla_options as option_actions
-    from shlo_env.search import passes as pass_actions
     from shlo_env.search import strategies as known_strategies
 
     t0 = time.perf_counter()
@@ -89,14 +86,8 @@ def sweep(datasets: Sequence[str] = QUICK_SUITE, strategies: Sequence[str] = (DE
               f"(1 ms: faster < {model.faster_at(1e-3):.3f})", file=log)
 
         # the programs and the measurements asked for
-        pattern_names = [type(p).__name__ if not getattr(p, "name", None) else p.name
-                         for p in resolve_patterns(o.patterns)]
-        opts = dict(budget_s=float(o.budget_s), seed=o.seed, num_random=o.num_random, max_steps=o.max_steps,
-                    min_gain=o.min_gain, patterns=o.patterns,
-                    # XLA option actions are `name=value` tokens in the same action tuple as passes
-                    passes=list(pass_actions.resolve(o.passes)) + list(option_actions.resolve(o.xla_options)),
-                    timeout_s=o.timeout_s, threshold=model)
-        configs = {s: measurement_config(s, opts, pattern_names) for s in strategies}
+        search = o.search_options(threshold=model)
+        configs = {s: measurement_config(search.with_(strategy=s)) for s in strategies}
         keys = {s: config_key(c) for s, c in configs.items()}
         wanted = [(it, s) for it in items for s in strategies]
         done = db.done_keys(env_id, set(keys.values()), include_errors=not o.retry_errors)
@@ -112,9 +103,9 @@ def sweep(datasets: Sequence[str] = QUICK_SUITE, strategies: Sequence[str] = (DE
         if todo:
             sweep_id = db.start_sweep(env_id, {"datasets": [dataset_label(d) for d in datasets],
                                                "strategies": list(strategies), "limit": o.limit, "workers": o.workers,
-                                               "executor": o.executor, **opts},
+                                               "executor": o.executor, **measurement_config(search)},
                                       " ".join(sys.argv))
-            _run(db, todo, o, _Plan(opts, configs, keys, env, profile, peaks), sweep_id, log)
+            _run(db, todo, o, _Plan(search, configs, keys, env, profile, peaks), sweep_id, log)
 
         # the table: every measurement of this selection, old and new
         want = {(it.dataset, it.uri, it.hash, s, keys[s]) for it, s in wanted}
@@ -136,7 +127,7 @@ def sweep(datasets: Sequence[str] = QUICK_SUITE, strategies: Sequence[str] = (DE
 class _Plan:
     """What every measurement of one sweep shares besides its options."""
 
-    search: dict  # the search's settings (`_optimize_one`), as stored with the sweep
+    search: SearchOptions  # every task's search (`_optimize_one` sets the strategy and the name)
     configs: dict[str, dict]  # strategy -> its measurement config
     keys: dict[str, str]  # strategy -> its config key
     env: dict
@@ -147,9 +138,9 @@ class _Plan:
 def _optimize_one(task: Task, worker, device_lock) -> dict:
     """The sweep's one call to the program-level search (an executor runs it, in any process):
     the result record of `optimize_program` for one (program, strategy)."""
-    from shlo_env.search.runner import SearchOptions, optimize_program
+    from shlo_env.search.runner import optimize_program
 
-    options = SearchOptions(strategy=task.strategy, name=task.name, **task.options)
+    options = task.options.with_(strategy=task.strategy, name=task.name)
     res = optimize_program(task.program, options, worker=worker, device_lock=device_lock)
     return res.record()
 
@@ -164,7 +155,7 @@ def _run(db, todo: list[tuple[Item, str]], o: SweepOptions, plan: _Plan, sweep_i
     tasks, by_index = [], {}
     configs, keys, profile = plan.configs, plan.keys, plan.profile
     for i, (it, s) in enumerate(todo):
-        tasks.append(Task(i, it.dataset, it.uri, it.name, it.hash, s, it.program, dict(plan.search), _optimize_one))
+        tasks.append(Task(i, it.dataset, it.uri, it.name, it.hash, s, it.program, plan.search, _optimize_one))
         by_index[i] = (it, s)
     ex = make_executor(o.executor, o.workers, address=o.ray_address, timeout_s=o.timeout_s)
     bar = tqdm(total=len(tasks), desc="bench", unit="program", file=log, disable=not o.progress,
