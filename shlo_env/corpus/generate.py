@@ -97,20 +97,37 @@ def _validate(worker: Worker, text: str, specs, *, time_it: bool = False) -> tup
 
 def generate_corpus(names: list[str] | None = None) -> dict:
     from shlo_env.corpus.programs import registry  # needs flax, equinox, optax
+
+    lib_versions = {lib: _version(lib) for lib in ("flax", "equinox", "optax")}
+    jax_version = _versions()["jax"]
+
+    def describe(spec, built, program) -> dict:
+        return {"library_version": lib_versions.get(spec.library.split(".")[0]) or jax_version,
+                "uses": {u: lib_versions.get(u) for u in spec.uses},
+                "kind": spec.kind, "training": spec.training}
+
+    return generate_dataset(CORPUS, registry(), DATA / CORPUS, names, lib_versions, describe)
+
+
+def generate_dataset(dataset: str, specs: dict, out_dir, names: list[str] | None, lib_versions: dict,
+                     describe) -> dict:
+    """The loop the corpus and the zoo generators share: for each registered program (or those
+    `names`; the index keeps the others' entries), build it (`spec.build()` returns the function
+    and its arguments, then anything `describe` reads), lower it, check that it compiles and runs
+    in a worker and time it, write it xz-compressed to `out_dir` and index it with the common
+    metadata plus `describe(spec, built, program)`. A program that fails is reported in the
+    index's failures, and the others go on."""
     from shlo_env.import_ import lower
 
-    specs = registry()
     unknown = set(names or ()) - set(specs)
     if unknown:
-        raise SystemExit(f"unknown corpus programs: {sorted(unknown)}")
-    out_dir = DATA / CORPUS
+        raise SystemExit(f"unknown {dataset} programs: {sorted(unknown)}; known: {sorted(specs)}")
     out_dir.mkdir(parents=True, exist_ok=True)
     index_path = out_dir / "index.json"
     old = {}
     if names and index_path.exists():
         old = {e["name"]: e for e in json.loads(index_path.read_text())["entries"]}
     versions = _versions()
-    lib_versions = {lib: _version(lib) for lib in ("flax", "equinox", "optax")}
     entries, failures = [], {}
     start = time.perf_counter()
     with Worker() as worker:  # SHLO_ENV_TIMEOUT_S (default 300 s)
@@ -121,8 +138,8 @@ def generate_corpus(names: list[str] | None = None) -> dict:
                 continue
             t0 = time.perf_counter()
             try:
-                fn, args = spec.build()
-                program = lower(fn, *args, name=name)
+                built = spec.build()
+                program = lower(built[0], *built[1], name=name)
             except Exception as e:  # noqa: BLE001 - report and keep going
                 failures[name] = f"lower: {type(e).__name__}: {e}"
                 _log(f"  {name}: FAILED to lower: {e}")
@@ -135,15 +152,11 @@ def generate_corpus(names: list[str] | None = None) -> dict:
                 continue
             file = f"{name}.mlir.xz"
             (out_dir / file).write_bytes(lzma.compress(text.encode(), preset=9))
-            lib = spec.library.split(".")[0]
             entry = {
                 "name": name,
                 "library": spec.library,
-                "library_version": lib_versions.get(lib) or versions["jax"],
-                "uses": {u: lib_versions.get(u) for u in spec.uses},
-                "kind": spec.kind,
-                "training": spec.training,
                 "description": spec.description,
+                **describe(spec, built, program),
                 "ops": program.num_ops(),
                 "ops_total": _count_all_ops(program),
                 "in_specs": _spec_list(program.in_specs),
@@ -157,9 +170,9 @@ def generate_corpus(names: list[str] | None = None) -> dict:
                 **versions,
             }
             entries.append(entry)
-            _log(f"  {name:32s} {spec.library:11s} ops={entry['ops']:5d} "
-                 f"{'train' if spec.training else spec.kind:16s} {ms:8.2f} ms  ({time.perf_counter() - t0:.1f} s)")
-    return write_index(index_path, CORPUS, specs, entries, failures, {**versions, **lib_versions}, start)
+            _log(f"  {name:32s} {spec.library:12s} {entry['kind']:16s} ops={entry['ops']:5d} {ms:8.2f} ms  "
+                 f"({time.perf_counter() - t0:.1f} s)")
+    return write_index(index_path, dataset, specs, entries, failures, {**versions, **lib_versions}, start)
 
 
 def write_index(index_path, dataset: str, specs, entries: list, failures, versions: dict,
