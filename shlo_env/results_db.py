@@ -137,7 +137,7 @@ def _num(x) -> float | None:
         return None
     try:
         x = float(x)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond a float (a decision space)
         return None
     return x if math.isfinite(x) else None
 

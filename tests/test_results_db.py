@@ -167,3 +167,21 @@ def test_concurrent_writers(tmp_path):
     assert all(p.wait(timeout=60) == 0 for p in procs)
     with ResultsDB(path) as db:
         assert db.count() == 40 and db.count("programs") == 40
+
+
+def test_a_decision_space_beyond_a_float_is_stored_as_unknown(db):
+    """A 2.7k-op zoo program has more than 2**1024 decision vectors: the row is still written
+    (this raised OverflowError and ended a zoo sweep after its first program)."""
+    rec = {**_result("big"), "decision_space": 2 ** 1500, "num_alternatives": 1500}
+    row = measurement_row(rec, dataset="d", uri="d/big", strategy="pick-first", config={"strategy": "pick-first"},
+                          cfg_key=config_key({"strategy": "pick-first"}), env=ENV,
+                          profile={"id": 1, "faster": 0.95, "slower": 1.05}, peaks=(1e9, 1e9, "test"),
+                          executor="local", sweep_id=None, started_at="t0", finished_at="t1")
+    assert row["decision_space"] is None and row["num_alternatives"] == 1500
+    db.add_measurement(row, program=_program("big"))
+    assert [r["decision_space"] for r in db.measurements()] == [None]
+    small = measurement_row({**_result("s"), "decision_space": 2 ** 10}, dataset="d", uri="d/s", strategy="p",
+                            config={}, cfg_key="k", env=ENV, profile={"id": 1, "faster": 0.95, "slower": 1.05},
+                            peaks=(1e9, 1e9, "t"), executor="local", sweep_id=None, started_at="t0",
+                            finished_at="t1")
+    assert small["decision_space"] == 1024.0
