@@ -7,8 +7,9 @@ first on those kernels alone, cut out as a small module that compiles and runs i
 - **Sites and their ops.** A site is an alternatives op (its index in
   `driver.list_alternatives`). Its *matched ops* are the ops defining its root values plus the ops
   on a path from the values its rewrite reads to those roots (the inner dot of `(A·B)·C`, the
-  transpose a folded-transpose pattern removes); other alternatives ops are transparent (their
-  region 0 is the identity).
+  transpose a folded-transpose pattern removes), plus the producers of values it reads that only
+  matched ops read (they die with a choice that does not read them: `A·B` in `v·(A·B)`
+  reassociated); other alternatives ops are transparent (their region 0 is the identity).
 - **Op indices.** A profile (`shlo_env.profile.profile_program`) names ops by their position in
   `driver.walk_ops` order. Here that order is taken over `baseline(program)`: the augmented
   program with every choice 0 and nothing pruned, i.e. the walk of the augmented program without
@@ -231,7 +232,16 @@ def _matched(g: _Graph, site: _Site) -> set[int]:
         if any(_resolve(g, u) in marked for u in g.reads(g.ops[i])):
             on_path.add(i)
             marked.update(g.ops[i].results)
-    return roots | on_path | {g.pos[op]}
+    out = roots | on_path | {g.pos[op]}
+    # An input whose only readers are matched ops dies with a choice that does not read it
+    # (`A @ B` in `v.T @ (A @ B)` reassociated to `(v.T @ A) @ B`): the rewrite can save it too.
+    work = [g.defs[v] for v in inputs if v in g.defs]
+    while work:
+        d = work.pop()
+        if d not in out and g.succs[d] and g.succs[d] <= out and not _unfit(g, {d}):
+            out.add(d)
+            work.extend(g.preds[d])
+    return out
 
 
 def _touched_kernels(g: _Graph, positions: Iterable[int], profile: Profile) -> list[int]:

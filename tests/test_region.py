@@ -187,3 +187,29 @@ def test_a_profile_of_another_program_is_rejected(mlp):
         region.cut_region(program, 0, prof)
     with pytest.raises(region.RegionError, match="out of range"):
         region.cut_region(program, 999)
+
+
+def _quadratic_form(v, a, b):
+    return v.T @ (a @ b) @ v
+
+
+def test_a_site_is_bounded_by_the_producer_its_rewrite_makes_dead():
+    """`v.T @ (A @ B)` reassociated to `(v.T @ A) @ B` reads `A @ B` in no choice but the
+    original, so the 512^3 dot (the whole runtime) is what the site can save; it used to get
+    only the matrix-vector products (0.07 % of the time), and the search skipped it."""
+    v = np.ones((512, 1), np.float32)
+    a = np.ones((512, 512), np.float32)
+    program = _augment(_quadratic_form, v, a, a)
+    g = region._Graph(program)
+    big = next(i for i, op in enumerate(g.ops) if op.name == "stablehlo.dot_general"
+               and all(t.shape == [512, 512] for t in (o.type for o in op.operands)))
+    shares = [0.97 if g.indices(big) == [k] else 0.03 / len(g.names) for k in range(len(g.names))]
+    kernels = [Kernel(f"k{k}", "fusion", "other", share, 1.0, share, ops=(k,), op_kinds={name: 1})
+               for k, (name, share) in enumerate(zip(g.names, shares))]
+    prof = Profile("fake", "cpu", 1, "test", kernels, 1.0)
+    site = _site(program, "reassociate_right_to_left")
+    assert region.site_bounds(prof, program)[site] > 0.97
+    assert big in region._matched(g, region._sites(program)[site])
+    # an input that something else also reads stays outside: the transpose of v feeds another site
+    transpose = next(i for i, op in enumerate(g.ops) if op.name == "stablehlo.transpose")
+    assert transpose not in region._matched(g, region._sites(program)[site])
