@@ -80,3 +80,30 @@ def test_augment_stops_matching_at_its_deadline_and_says_how_far_it_got():
     assert alts and full.scanned == full.ops and not full.cut
     assert list_alternatives(augment(program, stats=cut, deadline=time.perf_counter())) == []
     assert cut.cut and cut.scanned == 0 and cut.ops == full.ops
+
+
+def _chain(x):
+    for _ in range(40):
+        x = jnp.tanh(x * 1.0) + 0.0
+    return x
+
+
+def test_a_searched_states_augment_has_a_deadline(monkeypatch):
+    """Augmenting a state during the search (not the root: the runner bounds that) stops at its
+    share of the time left; what it found is its decisions, and the run counts the cut."""
+    from shlo_env.patterns.base import resolve
+    from shlo_env.search import base
+    from shlo_env.search.evaluator import Evaluator
+    from shlo_env.worker import Worker
+
+    x = np.ones((8,), np.float32)
+    program, other = se.lower(_chain, x), se.lower(lambda x: _chain(x) * 2.0, x)
+    with Worker() as w:
+        ev = Evaluator(program, worker=w, num_random=0, seed=0)
+        ctx = base.SearchContext(program, resolve(None), ev, deadline=time.perf_counter() + 60)
+        full = ctx.expand(base.State.of(other))
+        assert full.num_rewrites > 0 and ctx.caches.augments_cut == 0
+        monkeypatch.setattr(base, "CHILD_AUGMENT_SHARE", 0.0)
+        ctx = base.SearchContext(program, resolve(None), ev, deadline=time.perf_counter() + 60)
+        cut = ctx.expand(base.State.of(other))
+        assert ctx.caches.augments_cut == 1 and cut.num_rewrites < full.num_rewrites

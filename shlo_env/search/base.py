@@ -37,7 +37,7 @@ from collections.abc import Iterator, Sequence
 
 from shlo_env import xla_options
 from shlo_env.decisions import pick_first
-from shlo_env.driver import ApplyError, apply, augment, list_alternatives
+from shlo_env.driver import ApplyError, AugmentStats, apply, augment, list_alternatives
 from shlo_env.hashing import dag_hash
 from shlo_env.import_ import Program, ir_scope
 from shlo_env.noise_model import accepts
@@ -46,6 +46,9 @@ from shlo_env.search.evaluator import Evaluation, Evaluator, Keyed
 from shlo_env.search.passes import describe
 from shlo_env.xla_options import Action, SetOption, normalize
 
+#: Of the search's time left, the most one state's augment may take (a 2.8k-op train step took
+#: about 7 s under load); the matches found by then are its decisions.
+CHILD_AUGMENT_SHARE = 0.2
 
 # --- states and decisions -----------------------------------------------------------------------
 
@@ -276,6 +279,7 @@ class SearchCaches:
         self.children: dict[tuple, State | None] = {}
         self.steps: dict[str, tuple[str, str]] = {}
         self.expansions = 0  # programs augmented
+        self.augments_cut = 0  # of them, stopped by their deadline (`CHILD_AUGMENT_SHARE`)
         self.apply_failures = 0
 
 
@@ -357,10 +361,15 @@ class SearchContext:
         if state.hash in c.augmented:
             augmented, alts = c.augmented[state.hash]
         else:
-            augmented = augment(state.program, list(self.patterns))
+            # one state's matching must not eat the search: a share of the time left (the
+            # matches found by then are recorded; the root's augment has its own share)
+            stats = AugmentStats()
+            deadline = time.perf_counter() + CHILD_AUGMENT_SHARE * max(0.0, self.time_left())
+            augmented = augment(state.program, list(self.patterns), stats=stats, deadline=deadline)
             alts = list_alternatives(augmented)
             c.augmented[state.hash] = (augmented, alts)
             c.expansions += 1
+            c.augments_cut += stats.cut
         set_options = {a.name for a in state.actions if isinstance(a, SetOption)}
         offered = tuple(a for a in self.settings.actions
                         if a not in state.actions and not (isinstance(a, SetOption) and a.name in set_options))

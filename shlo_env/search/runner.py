@@ -70,7 +70,7 @@ from shlo_env.noise_model import NoiseModel, accepts
 from shlo_env.numerics import Numerics
 from shlo_env.patterns.base import resolve as resolve_patterns
 from shlo_env.search import passes as pass_actions, site_heat
-from shlo_env.search.base import Progress, SearchContext, Strategy, auto_strategy, get_strategy
+from shlo_env.search.base import CHILD_AUGMENT_SHARE, Progress, SearchContext, Strategy, auto_strategy, get_strategy
 from shlo_env.search.evaluator import Evaluator
 from shlo_env.paired_timing import seconds_to_look
 from shlo_env.sequential import Decision, SequentialRatioTest
@@ -419,6 +419,9 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
                     bar.close(evaluator, ctx.best)
             res.search_s = time.perf_counter() - t_search
             phase("search")
+            if ctx.caches.augments_cut:
+                cuts.append(f"augment: matching stopped early in {ctx.caches.augments_cut} of the searched states "
+                            f"(each may take {CHILD_AUGMENT_SHARE:.0%} of the search's time left)")
             res.strategy_info = _jsonable(dict(searcher.info))
             if site_order:
                 res.strategy_info["site_order"] = site_order
