@@ -63,7 +63,7 @@ def test_a_program_against_itself_is_never_accepted(worker, monkeypatch):
     assert res.acceptance in ("reject", "undecided"), str(res)
     assert res.returned_original and res.identical and res.ratio == 1.0, str(res)
     assert "paired test did not accept" in res.reason and res.accept_pairs > 0
-    assert not res.accept_upper < 1.0 or not res.accept_ratio <= 1 - 0.03
+    assert not res.accept_upper < 1.0 or not res.accept_ratio <= 1 - SearchOptions().min_gain
 
 
 def test_a_clear_win_is_accepted_with_its_bound_reported(worker):

@@ -30,7 +30,7 @@ class SweepOptions:
     seed: int = 0  # also seeds the sample of `limit` programs
     max_steps: int = 6
     num_random: int = 3  # random input sets for verification
-    min_gain: float = 0.03
+    min_gain: float = 0.02
     passes: bool | Sequence[str] = False  # XLA passes the search may disable
     xla_options: bool | str | Sequence[str] = False  # XLA compile options it may set ("approx": fast math)
     patterns: Sequence[str] | None = None  # None: every value-preserving pattern

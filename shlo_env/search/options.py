@@ -142,7 +142,7 @@ class SearchOptions:
         result=True, flag="--num-random", type=int))
     seed: int = dataclasses.field(default=0, metadata=about(
         "seed of the random input sets and of the strategy.", result=True, flag="--seed", type=int))
-    min_gain: float = dataclasses.field(default=0.03, metadata=about(
+    min_gain: float = dataclasses.field(default=0.02, metadata=about(
         "the smallest speedup worth taking: the search's screening threshold is 1 - min_gain, and the "
         "paired acceptance test accepts only an estimated gain of at least this.",
         result=True, flag="--min-gain", type=float))
