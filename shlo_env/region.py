@@ -351,14 +351,27 @@ def baseline(program: Program) -> Program:
     return prog
 
 
+class RegionCutter:
+    """Cuts regions of one program, reading its graph once: a search that cuts batch after
+    batch of sites keeps one (building the graph of a 2.7k-op program takes about 0.5 s)."""
+
+    def __init__(self, program: Program, profile: Profile | None = None):
+        self.program = program
+        self.profile = profile
+        self.graphs = _Graphs(program)
+        if profile is not None:
+            check_profile(self.graphs.main, profile)
+        self.sites = _sites(program)
+
+    def cut(self, site_sets: Sequence[Sequence[int] | int]) -> list[Region]:
+        return [_cut(self.graphs, self.sites, [s] if isinstance(s, int) else list(s), self.profile)
+                for s in site_sets]
+
+
 def cut_regions(program: Program, site_sets: Sequence[Sequence[int] | int],
                 profile: Profile | None = None) -> list[Region]:
     """`cut_region` for many site sets of one program, reading the program's graph once."""
-    graphs = _Graphs(program)
-    if profile is not None:
-        check_profile(graphs.main, profile)
-    sites = _sites(program)
-    return [_cut(graphs, sites, [s] if isinstance(s, int) else list(s), profile) for s in site_sets]
+    return RegionCutter(program, profile).cut(site_sets)
 
 
 def cut_region(program: Program, site_ids: Sequence[int] | int, profile: Profile | None = None) -> Region:
@@ -465,12 +478,36 @@ def _fusible_neighbours(g: _Graph, members: set[int]) -> set[int]:
 def _convex_neighbours(g: _Graph, members: set[int]) -> set[int]:
     """`members` (made convex) plus those fusible neighbours that keep it convex on their own.
     In a training step a forward op's neighbour is often read by the backward pass far below:
-    the convex closure of it would pull in everything in between (hundreds of ops)."""
+    the convex closure of it would pull in everything in between (hundreds of ops).
+
+    Adding j keeps the set convex unless one of j's readers outside it reaches it, or one of
+    the ops j reads is reached from it: one scan each way gives both sets, rescanned only after
+    an op is added (a scan per candidate made this most of a 2.7k-op program's cutting)."""
     core = _convex(g, members)
-    for j in sorted(_fusible_neighbours(g, members) - core):
-        if len(_convex(g, core | {j})) == len(core) + 1:
+    candidates = sorted(_fusible_neighbours(g, members) - core)
+    if not candidates:
+        return core
+    lo, hi = min(candidates[0], min(core)), max(candidates[-1], max(core))
+    reaches, reached = _outside_paths(g, core, lo, hi)
+    for j in candidates:
+        if not (g.succs[j] - core) & reaches and not (g.preds[j] - core) & reached:
             core.add(j)
+            reaches, reached = _outside_paths(g, core, lo, hi)
     return core
+
+
+def _outside_paths(g: _Graph, core: set[int], lo: int, hi: int) -> tuple[set[int], set[int]]:
+    """The ops in positions lo..hi outside `core` from which `core` is reachable, and those
+    reachable from `core`."""
+    reached: set[int] = set()
+    for i in range(min(core), hi + 1):
+        if i not in core and (g.preds[i] & core or g.preds[i] & reached):
+            reached.add(i)
+    reaches: set[int] = set()
+    for i in range(max(core), lo - 1, -1):
+        if i not in core and (g.succs[i] & core or g.succs[i] & reaches):
+            reaches.add(i)
+    return reaches, reached
 
 
 def _convex(g: _Graph, members: set[int]) -> set[int]:
@@ -765,7 +802,7 @@ def evaluate_regions_on(executor, candidates: Sequence[Candidate],
     return results
 
 
-__all__ = ["Candidate", "NEGLIGIBLE_SHARE", "REGION_TIMING", "Region", "RegionError", "RegionResult",
+__all__ = ["Candidate", "NEGLIGIBLE_SHARE", "REGION_TIMING", "Region", "RegionCutter", "RegionError", "RegionResult",
            "baseline", "boundary_inputs", "boundary_program", "boundary_values", "check_profile",
            "cut_region", "cut_regions", "evaluate_regions", "evaluate_regions_on", "module_of", "order_sites",
            "random_inputs", "site_bounds", "skip_negligible"]

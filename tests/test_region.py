@@ -213,3 +213,38 @@ def test_a_site_is_bounded_by_the_producer_its_rewrite_makes_dead():
     # an input that something else also reads stays outside: the transpose of v feeds another site
     transpose = next(i for i, op in enumerate(g.ops) if op.name == "stablehlo.transpose")
     assert transpose not in region._matched(g, region._sites(program)[site])
+
+
+def _convex_neighbours_by_closure(g, members):
+    """The plain rule `_convex_neighbours` implements: a neighbour is added when the convex
+    closure with it grows by exactly it (one closure per neighbour)."""
+    core = region._convex(g, members)
+    for j in sorted(region._fusible_neighbours(g, members) - core):
+        if len(region._convex(g, core | {j})) == len(core) + 1:
+            core.add(j)
+    return core
+
+
+def test_neighbours_and_cutter_agree_with_the_plain_rules():
+    """On a train step (forward ops read far below by the backward pass), every site's
+    neighbours are those of the one-closure-per-neighbour rule, and a `RegionCutter` reused
+    over batches cuts the regions `cut_region` cuts alone."""
+    from shlo_env import corpus
+
+    program = driver.augment(corpus.load("zoo/flax_mnist_cnn_train"))
+    g = region._Graph(program)
+    sites = [s for s in region._sites(program) if s.block == program.body]
+    assert len(sites) > 50
+    grew = 0
+    for site in sites:
+        matched = region._matched(g, site)
+        fast = region._convex_neighbours(g, set(matched))
+        assert fast == _convex_neighbours_by_closure(g, set(matched)), site.index
+        grew += len(fast) > len(region._convex(g, matched))
+    assert grew > 0  # some neighbours were taken, so both branches of the rule ran
+    cutter = region.RegionCutter(program)
+    picked = [s.index for s in sites[::max(1, len(sites) // 12)]]
+    batched = cutter.cut(picked[:6]) + cutter.cut(picked[6:])
+    alone = [region.cut_region(program, s) for s in picked]
+    assert [(r.ops, r.whole, r.inputs, r.outputs) for r in batched] == \
+        [(r.ops, r.whole, r.inputs, r.outputs) for r in alone]

@@ -94,6 +94,7 @@ class Regional(Strategy):
         self.info.update(counts, profile="none", fallback_reasons={})
         self.spent: dict[str, float] = {}  # seconds per step (profile, order, cut, regions, whole)
         self.whole_s: list[float] = []  # seconds per whole-program evaluation in the assembly
+        self.cutter: region.RegionCutter | None = None  # one graph of the program for every batch
         evaluated0 = ctx.evaluator.stats.evaluated
         exp = ctx.expand(start)
         if exp.num_rewrites == 0 or exp.augmented is None:
@@ -173,7 +174,9 @@ class Regional(Strategy):
         """The local winners among `sites` (fallback sites judged on the whole program);
         with `defer`, sites whose region is over `max_ops` are put off (`self.deferred`)."""
         with self._timer("cut"):
-            regions = region.cut_regions(aug, list(sites), prof)
+            if self.cutter is None or self.cutter.program is not aug or self.cutter.profile is not prof:
+                self.cutter = region.RegionCutter(aug, prof)
+            regions = self.cutter.cut(list(sites))
         cut = [r for r in regions if not (r.whole or getattr(r, "in_body", False))]
         if defer:
             self.deferred += [r.sites[0] for r in cut if len(r.ops) > self.max_ops]
