@@ -51,6 +51,21 @@ def test_regional_finds_a_single_rewrite_that_wins_and_it_verifies():
     assert best.ratio < 0.9, best.ratio
 
 
+def test_sweeps_take_a_gain_no_region_showed():
+    """With no local winner (a local gain no region can show), the time left goes to each
+    rewrite at all its sites, judged on the whole program: both cumsums of attn_linear_causal
+    rewritten at once win several times over."""
+    program = corpus.load("corpus/attn_linear_causal")
+    options = SearchOptions(patterns=[SCAN], budget_s=30, strategy="regional", xla_options=False,
+                            strategy_options={"local_gain": 0.99})
+    res = optimize_program(program, options)
+    info = res.strategy_info
+    assert info["winners"] == 0 and info["sweeps"] >= 1, info
+    assert any(t.startswith(f"sweep {SCAN}") for t in info["taken"]), info
+    best = res.search_best
+    assert SCAN in best.applied and best.timed and best.ratio < 0.9, best.ratio
+
+
 def _loop(x, w):
     return jax.lax.fori_loop(0, 3, lambda i, h: jnp.tanh(jnp.transpose(h) @ w), x)
 
