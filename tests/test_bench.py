@@ -89,6 +89,10 @@ def test_user_directory_dataset_and_reports(tmp_path):
         assert res.reports[key].exists()
     md = res.reports["md"].read_text()
     assert "Table 2 form" in md and "| mine/ " in md
+    every = md.split("## Every program")[1].split("##")[0]  # each program's candidates, rate and wall
+    for r in res.rows:
+        line = next(x for x in every.splitlines() if f"| {r['name']} " in x)
+        assert f"| {r['candidates']} " in line and f"| {r['total_s']:.1f} " in line
     assert res.reports["csv"].read_text().count("\n") == 3
     if "png" in res.reports:
         assert res.reports["png"].read_bytes()[:4] == b"\x89PNG"

@@ -125,6 +125,39 @@ IMPROVED_HEADER = ("dataset", "program", "strategy", "jax.jit ms", "returned ms"
                    "faster <", "verdict", "rewrites")
 
 
+PROGRAM_HEADER = ("dataset", "program", "strategy", "ratio", "candidates", "per minute", "search s", "wall s",
+                  "outcome")
+
+
+def candidates_per_minute(r: dict) -> tuple[int, float]:
+    """Candidates a search evaluated (whole programs, plus regions for the regional strategy)
+    and how many a minute of its search time."""
+    info = json.loads(r.get("strategy_info") or "{}")
+    n = int(r.get("candidates") or 0) + int(info.get("region_candidates", 0))
+    if "per_minute" in info:
+        return n, float(info["per_minute"])
+    search_s = r.get("search_s") or 0.0
+    return n, 60.0 * n / search_s if search_s > 0 else math.nan
+
+
+def program_rows(rows: list[dict], width: int | None = None) -> list[tuple]:
+    """One row per measurement: its ratio, candidates (a minute), search and wall seconds, and
+    the rewrites returned or why the original was kept."""
+    out = []
+    for r in rows:
+        if r["status"] != "ok":
+            continue
+        n, per_min = candidates_per_minute(r)
+        if r["returned_original"]:
+            reason = r["reason"] or ""
+            outcome = reason if width is None or len(reason) <= width else reason[:width - 3] + "..."
+        else:
+            outcome = _clip(", ".join(_compress(json.loads(r["applied"] or "[]"))), width)
+        out.append((short_label(r["dataset"]), r["name"], r["strategy_used"] or r["strategy"], _f(r["ratio"]), n,
+                    _f(per_min, "{:.0f}"), _f(r["search_s"], "{:.1f}"), _f(r["total_s"], "{:.1f}"), outcome or "-"))
+    return out
+
+
 def improved_rows(rows: list[dict], profile: dict | None, width: int | None = None) -> list[tuple]:
     """One row per program where a rewrite was returned, with its own faster threshold and
     verdict (`row_thresholds`); the rewrites column cut at `width`."""
@@ -243,6 +276,10 @@ def markdown_report(result: SweepResult, configs: dict, paths: dict) -> str:
     if imp:
         md += ["## Programs where a rewrite was returned", "",
                format_table(IMPROVED_HEADER, imp), ""]
+    md += ["## Every program", "",
+           "Candidates: whole-program evaluations, plus region candidates for the regional strategy; per "
+           "minute of search time. Wall: the whole search of that program, budget included.", "",
+           format_table(PROGRAM_HEADER, program_rows(result.rows, width=120)), ""]
     untimed = [r for r in result.rows if r["status"] == "ok" and r.get("untimed")]
     if untimed:
         md += ["## Verified candidates left untimed", "",
