@@ -73,6 +73,9 @@ REGION_TIMING = TimingPolicy(runs=20, warmup=3, min_seconds=0.05)
 MATCH_DEPTH = 6
 #: Steps from the matched ops to fusible neighbours when there is no profile.
 NEIGHBOUR_STEPS = 2
+#: A region of more ops than this (its matched ops made convex) gets no neighbours: they are for
+#: small regions, and finding them costs a scan of the region's span per neighbour taken.
+NEIGHBOURS_UP_TO = 300
 
 CONSTANT = "stablehlo.constant"
 # Ops XLA fuses into a neighbouring loop fusion (no profile: what joins the matched ops' kernel).
@@ -484,6 +487,8 @@ def _convex_neighbours(g: _Graph, members: set[int]) -> set[int]:
     the ops j reads is reached from it: one scan each way gives both sets, rescanned only after
     an op is added (a scan per candidate made this most of a 2.7k-op program's cutting)."""
     core = _convex(g, members)
+    if len(core) > NEIGHBOURS_UP_TO:  # already a large region (a transpose in the forward pass
+        return core                     # folded into a dot of the backward pass): they add nothing
     candidates = sorted(_fusible_neighbours(g, members) - core)
     if not candidates:
         return core

@@ -219,6 +219,8 @@ def _convex_neighbours_by_closure(g, members):
     """The plain rule `_convex_neighbours` implements: a neighbour is added when the convex
     closure with it grows by exactly it (one closure per neighbour)."""
     core = region._convex(g, members)
+    if len(core) > region.NEIGHBOURS_UP_TO:
+        return core
     for j in sorted(region._fusible_neighbours(g, members) - core):
         if len(region._convex(g, core | {j})) == len(core) + 1:
             core.add(j)
