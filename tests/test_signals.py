@@ -99,8 +99,11 @@ def start(tmp_path: Path, caller: str, *, new_session: bool = False, delay_s: fl
     if delay_s:
         env[TEST_DELAY_VAR] = str(delay_s)
     stderr = open(tmp_path / "stderr.txt", "w")
+    # an interactive caller: SIGINT at its default even where the test runner inherited it
+    # ignored (a `cmd &` from a non-interactive shell), so Python raises KeyboardInterrupt
     proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=stderr, start_new_session=new_session)
+                            stderr=stderr, start_new_session=new_session,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     stderr.close()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:

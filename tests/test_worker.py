@@ -140,21 +140,27 @@ def test_ctrl_c_during_a_request_stops_the_worker_promptly(monkeypatch):
     from shlo_env.worker import TEST_DELAY_VAR
 
     monkeypatch.setenv(TEST_DELAY_VAR, "30")  # every request sleeps 30 s in the child
-    with Worker(timeout_s=60) as w:
-        w.set_inputs("a", [np.array([1.0, 2.0], np.float32)])
-        w._ensure()
-        pid = w.pid
-        helper = threading.Timer(1.0, lambda: signal.pthread_kill(threading.get_ident(), signal.SIGINT))
-        t0 = time.monotonic()
-        helper.start()
-        with pytest.raises(KeyboardInterrupt):
-            w.run(IDENTITY, "a")
-        assert time.monotonic() - t0 < 5.0
-        assert w.pid is None  # killed at once: its late answer can never reach the next request
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
-        monkeypatch.delenv(TEST_DELAY_VAR)
-        np.testing.assert_array_equal(w.run(IDENTITY, "a")[0], [2.0, 4.0])  # a fresh worker answers
+    # Python's own SIGINT handler, even where the test runner inherited SIGINT ignored (a `cmd &`
+    # from a non-interactive shell)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with Worker(timeout_s=60) as w:
+            w.set_inputs("a", [np.array([1.0, 2.0], np.float32)])
+            w._ensure()
+            pid = w.pid
+            helper = threading.Timer(1.0, lambda: signal.pthread_kill(threading.get_ident(), signal.SIGINT))
+            t0 = time.monotonic()
+            helper.start()
+            with pytest.raises(KeyboardInterrupt):
+                w.run(IDENTITY, "a")
+            assert time.monotonic() - t0 < 5.0
+            assert w.pid is None  # killed at once: its late answer can never reach the next request
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+            monkeypatch.delenv(TEST_DELAY_VAR)
+            np.testing.assert_array_equal(w.run(IDENTITY, "a")[0], [2.0, 4.0])  # a fresh worker answers
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_xla_info_logs_stay_hidden_unless_the_user_sets_the_level(tmp_path):
