@@ -517,16 +517,8 @@ def _outside_paths(g: _Graph, core: set[int], lo: int, hi: int) -> tuple[set[int
 
 def _convex(g: _Graph, members: set[int]) -> set[int]:
     """`members` plus every op on a path from one member to another through the outside."""
-    lo, hi = min(members), max(members)
-    down = set(members)
-    for i in range(lo, hi + 1):
-        if i not in down and g.preds[i] & down:
-            down.add(i)
-    up = set(members)
-    for i in range(hi, lo - 1, -1):
-        if i not in up and g.succs[i] & up:
-            up.add(i)
-    return members | (down & up)
+    reaches, reached = _outside_paths(g, members, min(members), max(members))
+    return members | (reaches & reached)
 
 
 def _is_tensor(t: ir.Type) -> bool:

@@ -28,9 +28,9 @@ whatever the op count or call time, and `ProgramResult.cuts` says what was cut s
    timed, so only verified programs can be chosen. No worker request runs past
    `Budget.hard` of the budget.
 3. **acceptance**: the best candidate must be below the original on its one-shot timing (the
-   screening threshold only steers the strategies), then the sequential paired test (`Evaluator.paired_test`: `shlo_env.sequential`,
-   alpha `ACCEPT_ALPHA`, minimum gain `min_gain`) against the original: interleaved pairs
-   until a confidence bound on T(best)/T(original) clears 1 (accept) or shows it is not
+   screening threshold only steers the strategies), then the sequential paired test
+   (`Evaluator.paired_test`: `shlo_env.sequential`, alpha `ACCEPT_ALPHA`, minimum gain
+   `min_gain`) against the original: interleaved pairs until a confidence bound on T(best)/T(original) clears 1 (accept) or shows it is not
    faster by `min_gain` (reject), or the time left before `Budget.hard` runs out
    (undecided). Undecided (a slow program, a small budget), the earlier rule decides: the
    screening timing and the test's own pairs both beyond twice the measured noise
@@ -610,12 +610,17 @@ def _decide(res: ProgramResult, evaluator: Evaluator, best, space: int, thr: flo
     return True
 
 
+def _twice_the_noise(res: ProgramResult, min_gain: float) -> float:
+    """The earlier rule's threshold: a ratio beyond twice the measured noise, and `min_gain`."""
+    return 1.0 - max(min_gain, 2.0 * res.noise) if not math.isnan(res.noise) else 1.0 - min_gain
+
+
 def _timed_twice_beyond_noise(res: ProgramResult, best, min_gain: float) -> bool:
     """With no time left for the paired test or a re-time (a search's last evaluation ran
     late), the earlier rule on what the search measured: a best it timed twice (`confirmed`,
     its ratio the slower of the two) with both ratios beyond twice the noise is taken (a 5x
     conv rewrite was lost this way); anything less keeps the original."""
-    thr = 1.0 - max(min_gain, 2.0 * res.noise) if not math.isnan(res.noise) else 1.0 - min_gain
+    thr = _twice_the_noise(res, min_gain)
     if best.confirmed and accepts(best.ratio, best.median_ratio, thr):
         res.acceptance = "accept (beyond noise in the search's two timings; no time left for the paired test)"
         return True
@@ -631,7 +636,7 @@ def _beyond_noise_twice(res: ProgramResult, evaluator: Evaluator, best, test, mi
     earlier rule decides: the screening timing and a second, independent one (the test's own
     pairs) both beyond twice the measured noise. It takes large gains the test had no time to
     prove and never a gain inside the noise; the report says which rule decided."""
-    thr = 1.0 - max(min_gain, 2.0 * res.noise) if not math.isnan(res.noise) else 1.0 - min_gain
+    thr = _twice_the_noise(res, min_gain)
     again = test.time_b_s / test.time_a_s if test.time_a_s > 0 else math.nan
     if math.isnan(again):
         try:
