@@ -21,9 +21,11 @@ tier its alternatives or option claim) and, if it passes, timed against the orig
 worker process: `--rounds` rounds of interleaved A, B, A, B, ... (`--seconds` of pairs each),
 one median-of-pair-ratios per round, the action's ratio being the median over rounds. The
 original is also timed against itself the same way (the A/A control: its spread is the noise).
-The `--confirm` best actions below 1 are timed again for as many rounds, and the oracle's best
-is the lowest ratio over all the rounds of those confirmed (a single lucky round of one action
-among hundreds is not a gain: confirmation is what keeps the maximum honest).
+The `--confirm` best actions below 1 then go to the search's own acceptance test, the
+sequential paired test (`shlo_env.paired_timing.time_until_decided`, alpha 1 %, minimum gain
+`--min-gain`, at most `--paired-s` seconds each), and the oracle's best is the accepted action
+with the lowest estimate (the minimum over hundreds of noisy ratios is biased low: the paired
+test is what keeps the maximum honest, and it is the test the search's result has to pass).
 
 Each program also gets T/roofline: the original's measured time over its roofline floor
 (`shlo_env.roofline`: XLA's flop and byte counts at this machine's peaks, `zoo_gap.peak_rates`:
@@ -32,7 +34,8 @@ SHLO_ENV_PEAK_BANDWIDTH to skip it).
 
 With `--bench-csv` (the per-program CSV that `shlo-env bench --dataset zoo` writes), the table
 adds the search's ratio and the share of the oracle's gain it reached: (1 - search) / (1 - oracle)
-where the oracle found a gain larger than the A/A control's spread. The table is Markdown on stdout (and `--out`); `--json` keeps every
+where the paired test accepted the oracle's best. `--json` is written after each program, and
+`--resume` skips the programs an earlier `--json` file already holds. The table is Markdown on stdout (and `--out`); `--json` keeps every
 action's ratios, and `--from-json FILE --bench-csv CSV` prints the table again against another
 bench run without measuring anything.
 """
@@ -58,6 +61,9 @@ import zoo_gap  # noqa: E402
 from shlo_env import corpus, driver, roofline, runtime, xla_options  # noqa: E402
 from shlo_env.bench.datasets import _sample  # noqa: E402 - the bench's seeded sample, so --limit matches bench's
 from shlo_env.numerics import Numerics  # noqa: E402
+from shlo_env.paired_timing import time_until_decided  # noqa: E402
+from shlo_env.search.runner import ACCEPT_ALPHA  # noqa: E402
+from shlo_env.sequential import Decision, SequentialRatioTest  # noqa: E402
 from shlo_env.timing import TimingPolicy  # noqa: E402
 from shlo_env.verify import Verifier  # noqa: E402
 from shlo_env.worker import CandidateError, Worker  # noqa: E402
@@ -74,6 +80,11 @@ class Action:
     status: str = "pending"  # same executable | rejected | error | timed | not reached
     ratios: list[float] = dataclasses.field(default_factory=list)
     detail: str = ""
+    paired: dict | None = None  # the paired test: decision, ratio, lower, upper, pairs, seconds
+
+    @property
+    def accepted(self) -> bool:
+        return bool(self.paired) and self.paired["decision"] == Decision.ACCEPT
 
     @property
     def ratio(self) -> float | None:
@@ -112,9 +123,13 @@ class ProgramResult:
         return self.base_ms / self.floor_ms if self.floor_ms else None
 
     def best(self) -> Action | None:
-        """The confirmed action with the lowest ratio (None when none stayed below 1 once confirmed)."""
-        confirmed = [a for a in self.actions if a.label in self.confirmed and (a.ratio or 1.0) < 1.0]
-        return min(confirmed, key=lambda a: a.ratio or 1.0) if confirmed else None
+        """The action the paired test accepted with the lowest estimate (None when it accepted none)."""
+        accepted = [a for a in self.actions if a.accepted]
+        return min(accepted, key=lambda a: a.paired["ratio"]) if accepted else None  # type: ignore[index]
+
+    def best_ratio(self) -> float:
+        best = self.best()
+        return best.paired["ratio"] if best else 1.0  # type: ignore[index]
 
     @property
     def noise(self) -> float:
@@ -189,9 +204,18 @@ def time_pair(worker: Worker, base: str, cand: str, options: tuple[str, ...], ke
     return out
 
 
+def paired_test(worker: Worker, base: str, cand: str, options: tuple[str, ...], key: str, allowance_s: float,
+                min_gain: float) -> dict:
+    """The search's acceptance test of `cand` (with `options`) against `base`, as a dict for the JSON."""
+    p = time_until_decided(worker, base, cand, key, allowance_s, passes_b=options,
+                           test=SequentialRatioTest(alpha=ACCEPT_ALPHA, min_gain=min_gain))
+    return {"decision": str(p.decision), "ratio": p.ratio, "lower": p.lower, "upper": p.upper, "pairs": p.pairs,
+            "seconds": round(p.seconds, 1)}
+
+
 def measure_program(entry, worker: Worker, *, budget_s: float, rounds: int, seconds: float, max_sites: int,
-                    confirm: int, approx: bool, peaks: tuple[float | None, float | None], log=sys.stderr
-                    ) -> ProgramResult:
+                    confirm: int, approx: bool, peaks: tuple[float | None, float | None], paired_s: float = 20.0,
+                    min_gain: float = 0.01, log=sys.stderr) -> ProgramResult:
     start = time.perf_counter()
     m = entry.metadata
     res = ProgramResult(entry.name, m.get("library", "?"), m.get("kind", "?"), m.get("ops", 0))
@@ -251,13 +275,13 @@ def measure_program(entry, worker: Worker, *, budget_s: float, rounds: int, seco
     for a in res.actions:
         if a.status == "pending":
             a.status = "not reached"
-    # Confirm the best few: as many rounds again, and the best over all of them.
+    # Confirm the best few by the search's acceptance test (the paired sequential test).
     best = sorted((a for a in res.actions if a.status == "timed" and (a.ratio or 1.0) < 1.0),
                   key=lambda a: a.ratio or 1.0)[:confirm]
     for a in best:
         text = driver.apply(aug, a.decisions).text() if a.decisions is not None else base_text
         try:
-            a.ratios += time_pair(worker, base_text, text, a.options, key, rounds, seconds)
+            a.paired = paired_test(worker, base_text, text, a.options, key, paired_s, min_gain)
             res.confirmed.append(a.label)
         except CandidateError as e:
             a.detail = f"confirmation failed: {e}"
@@ -287,7 +311,7 @@ def _fmt(x: float | None, spec: str = ".3f") -> str:
 
 def table(results: list[ProgramResult], search: dict[str, float]) -> str:
     lines = ["| program | library | kind | ops | ms | T/roofline | actions timed / same / rejected / not reached "
-             "| A/A control | oracle best | beyond the A/A spread | best action | search | share of gain |",
+             "| A/A control | oracle best | paired test (bounds) | best action | search | share of gain |",
              "|---|---|---|---:|---:|---:|---|---|---:|---|---|---:|---:|"]
     for r in results:
         if r.error:
@@ -296,17 +320,19 @@ def table(results: list[ProgramResult], search: dict[str, float]) -> str:
         count = {s: sum(a.status == s for a in r.actions) for s in ("timed", "same executable", "rejected",
                                                                         "error", "not reached")}
         best = r.best()
-        oracle = best.ratio if best else 1.0
+        oracle = r.best_ratio()
         s = search.get(r.name)
-        share = None
-        if s is not None and 1.0 - oracle > r.noise:  # a gain the A/A control cannot explain
-            share = (1.0 - s) / (1.0 - oracle)
+        share = (1.0 - s) / (1.0 - oracle) if s is not None and best else None
+        tested = [a for a in r.actions if a.paired]
+        shown = best or min(tested, key=lambda a: a.paired["ratio"], default=None)  # type: ignore[index]
+        test = (f"{shown.paired['decision']} {shown.paired['ratio']:.3f} ({shown.paired['lower']:.3f}-"
+                f"{shown.paired['upper']:.3f})" if shown and shown.paired else "-")
         control = " ".join(f"{c:.3f}" for c in r.control)
         lines.append(
             f"| {r.name} | {r.library} | {r.kind} | {r.ops} | {r.base_ms:.2f} | {_fmt(r.t_over_floor, '.1f')} | "
             f"{count['timed']} / {count['same executable']} / {count['rejected'] + count['error']} / "
-            f"{count['not reached']} | {control} | {oracle:.3f} | {'yes' if 1.0 - oracle > r.noise else 'no'} | "
-            f"{best.label if best else '(none below 1)'} | "
+            f"{count['not reached']} | {control} | {oracle:.3f} | {test} | "
+            f"{shown.label if shown else '(none below 1)'}{'' if best or not shown else ' (not accepted)'} | "
             f"{_fmt(s)} | {_fmt(share, '.0%')} |")
     return "\n".join(lines)
 
@@ -320,7 +346,8 @@ def detail(results: list[ProgramResult], top: int = 5) -> str:
             continue
         out.append(f"\n{r.name} (load {r.load[0]:.1f}-{r.load[1]:.1f}, {r.seconds:.0f} s):")
         out += [f"- {a.label}: {a.ratio:.3f} (rounds {' '.join(f'{x:.3f}' for x in a.ratios)})"
-                + (" confirmed" if a.label in r.confirmed else "") for a in timed]
+                + (f"; paired test {a.paired['decision']} {a.paired['ratio']:.3f} ({a.paired['lower']:.3f}-"
+                   f"{a.paired['upper']:.3f}, {a.paired['pairs']} pairs)" if a.paired else "") for a in timed]
     return "\n".join(out)
 
 
@@ -334,12 +361,15 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="timing rounds per action (default 3)")
     ap.add_argument("--seconds", type=float, default=0.5, help="seconds of A,B pairs per round (default 0.5)")
     ap.add_argument("--max-sites", type=int, default=4, help="one-site actions per pattern (default 4)")
-    ap.add_argument("--confirm", type=int, default=3, help="best actions timed again (default 3)")
+    ap.add_argument("--confirm", type=int, default=3, help="best actions given the paired test (default 3)")
+    ap.add_argument("--paired-s", type=float, default=20.0, help="seconds per paired test at most (default 20)")
+    ap.add_argument("--min-gain", type=float, default=0.01, help="the paired test's minimum gain (default 0.01)")
     ap.add_argument("--approx", action="store_true", help="include APPROX patterns and options")
     ap.add_argument("--peak-repeats", type=int, default=20, help="roofline peak measurements, best kept")
     ap.add_argument("--bench-csv", help="per-program CSV of `shlo-env bench` on the same dataset")
     ap.add_argument("--out", help="also write the Markdown here")
-    ap.add_argument("--json", help="write every action's ratios here")
+    ap.add_argument("--json", help="write every action's ratios here (after each program)")
+    ap.add_argument("--resume", action="store_true", help="keep the programs --json already holds; measure the rest")
     ap.add_argument("--from-json", help="measure nothing: print the table of an earlier --json run "
                                         "(with --bench-csv, against that bench run)")
     args = ap.parse_args(argv)
@@ -361,28 +391,37 @@ def main(argv=None) -> int:
     flops, bandwidth, source = zoo_gap.peak_rates(args.peak_repeats)
     print(f"peaks: {flops or 0:.3g} flop/s, {bandwidth or 0:.3g} B/s ({source})", file=sys.stderr)
     search = read_bench_csv(args.bench_csv)
-    results = []
+    results: list[ProgramResult] = []
+    if args.resume and args.json and Path(args.json).exists():
+        results = [ProgramResult.from_dict(d) for d in json.loads(Path(args.json).read_text())["programs"]]
+        done = {r.name for r in results}
+        entries = [e for e in entries if e.name not in done]
+        print(f"resuming: {len(done)} programs kept from {args.json}, {len(entries)} to measure", file=sys.stderr)
+
+    def header() -> str:
+        loads = [x for r in results for x in r.load]
+        return (f"Oracle on {args.dataset}: {len(results)} programs, budget {args.budget:g} s each, {args.rounds} "
+                f"rounds of {args.seconds:g} s per action, the {args.confirm} best given the paired test (alpha "
+                f"{ACCEPT_ALPHA:g}, min gain {args.min_gain:g}, {args.paired_s:g} s), {runtime.platform()}, peaks "
+                f"{flops or 0:.3g} flop/s and {bandwidth or 0:.3g} B/s ({source}); load average "
+                f"{min(loads, default=0):.1f}-{max(loads, default=0):.1f}.")
+
     with Worker(timeout_s=300) as worker:
         for e in entries:
             r = measure_program(e, worker, budget_s=args.budget, rounds=args.rounds, seconds=args.seconds,
                                 max_sites=args.max_sites, confirm=args.confirm, approx=args.approx,
-                                peaks=(flops, bandwidth))
+                                peaks=(flops, bandwidth), paired_s=args.paired_s, min_gain=args.min_gain)
             best = r.best()
-            print(f"  -> {r.name}: oracle {best.ratio if best else 1.0:.3f} "
-                  f"({best.label if best else 'none below 1'}), {r.seconds:.0f} s", file=sys.stderr, flush=True)
+            print(f"  -> {r.name}: oracle {r.best_ratio():.3f} "
+                  f"({best.label if best else 'none accepted'}), {r.seconds:.0f} s", file=sys.stderr, flush=True)
             results.append(r)
-    loads = [x for r in results for x in r.load]
-    header = (f"Oracle on {args.dataset}: {len(results)} programs, budget {args.budget:g} s each, {args.rounds} rounds "
-              f"of {args.seconds:g} s per action, {runtime.platform()}, peaks {flops or 0:.3g} flop/s and "
-              f"{bandwidth or 0:.3g} B/s ({source}); load average {min(loads, default=0):.1f}-"
-              f"{max(loads, default=0):.1f}.")
-    text = "\n".join([header, "", table(results, search), detail(results), ""])
+            if args.json:  # after each program: a long run stopped early keeps what it measured
+                Path(args.json).write_text(json.dumps({"header": header(), "programs": [x.as_dict() for x in results]},
+                                                      indent=1, default=str))
+    text = "\n".join([header(), "", table(results, search), detail(results), ""])
     print(text)
     if args.out:
         Path(args.out).write_text(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"header": header, "programs": [r.as_dict() for r in results]},
-                                              indent=1, default=str))
     return 0
 
 

@@ -126,12 +126,18 @@ def test_oracle_actions_and_table(tmp_path):
     assert oracle.option_actions(approx=False)
 
     r = oracle.ProgramResult("p", "jax", "inference", 10, base_ms=2.0, floor_ms=1.0, control=[1.01, 0.99])
-    win = oracle.Action("option", "x=1", options=("x=1",), status="timed", ratios=[0.8, 0.9, 0.85])
-    r.actions, r.confirmed = [win], [win.label]
-    assert r.best() is win and r.t_over_floor == 2.0
+    paired = {"decision": "accept", "ratio": 0.85, "lower": 0.82, "upper": 0.88, "pairs": 40, "seconds": 3.0}
+    win = oracle.Action("option", "x=1", options=("x=1",), status="timed", ratios=[0.8, 0.9, 0.85], paired=paired)
+    lucky = oracle.Action("option", "y=1", options=("y=1",), status="timed", ratios=[0.7, 0.7, 0.7],
+                          paired=dict(paired, decision="reject", ratio=0.99, lower=0.97, upper=1.01))
+    r.actions, r.confirmed = [lucky, win], [lucky.label, win.label]
+    assert r.best() is win and r.best_ratio() == 0.85 and r.t_over_floor == 2.0  # the rejected one is not
     csv_path = tmp_path / "bench.csv"
     csv_path.write_text("name,ratio\np,0.9\n")
     row = oracle.table([r], oracle.read_bench_csv(str(csv_path))).splitlines()[-1]
-    assert "| 0.850 | yes |" in row and row.endswith("| 0.900 | 67% |")
+    assert "| 0.850 | accept 0.850 (0.820-0.880) |" in row and row.endswith("| 0.900 | 67% |")
     again = oracle.ProgramResult.from_dict(r.as_dict())
-    assert again.best().ratio == win.ratio
+    assert again.best().label == win.label and again.best_ratio() == 0.85
+    r.actions = [lucky]  # nothing accepted: no oracle gain, no share
+    row = oracle.table([r], oracle.read_bench_csv(str(csv_path))).splitlines()[-1]
+    assert "| 1.000 | reject 0.990" in row and "(not accepted)" in row and row.endswith("| 0.900 | - |")
