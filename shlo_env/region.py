@@ -8,8 +8,10 @@ first on those kernels alone, cut out as a small module that compiles and runs i
   `driver.list_alternatives`). Its *matched ops* are the ops defining its root values plus the ops
   on a path from the values its rewrite reads to those roots (the inner dot of `(A·B)·C`, the
   transpose a folded-transpose pattern removes), plus the producers of values it reads that only
-  matched ops read (they die with a choice that does not read them: `A·B` in `v·(A·B)`
+  matched ops read and some choice does not (they die with it: `A·B` in `v·(A·B)`
   reassociated); other alternatives ops are transparent (their region 0 is the identity).
+  A matched op that stays alive whatever the choice and is far from the roots (`FAR_SPAN`: a
+  forward-pass transpose read by a backward dot) is left out, its value a region input.
 - **Op indices.** A profile (`shlo_env.profile.profile_program`) names ops by their position in
   `driver.walk_ops` order. Here that order is taken over `baseline(program)`: the augmented
   program with every choice 0 and nothing pruned, i.e. the walk of the augmented program without
@@ -71,6 +73,10 @@ NEGLIGIBLE_SHARE = 0.005
 REGION_TIMING = TimingPolicy(runs=20, warmup=3, min_seconds=0.05)
 #: How far back from its roots a site's matched ops are looked for (patterns are local).
 MATCH_DEPTH = 6
+#: A matched op that stays alive whatever the choice (it has readers outside the match) and is
+#: this many ops or more from the site's roots by paths through the outside is left out of the
+#: region: its value becomes a region input (a forward-pass transpose read by a backward dot).
+FAR_SPAN = 32
 #: Steps from the matched ops to fusible neighbours when there is no profile.
 NEIGHBOUR_STEPS = 2
 #: A region of more ops than this (its matched ops made convex) gets no neighbours: they are for
@@ -213,6 +219,13 @@ def _owner_op(v: ir.Value) -> ir.Operation | None:
 
 def _matched(g: _Graph, site: _Site) -> set[int]:
     """Top-level positions of the site's matched ops (see the module docstring) and its own."""
+    core = _core(g, site)
+    return core | _dying_producers(g, _unread_inputs(g, site), core)
+
+
+def _core(g: _Graph, site: _Site) -> set[int]:
+    """The site's own position, its roots' ops and the ops on paths from its inputs (the values
+    its choices read) to them."""
     op = site.op
     nres = len(op.results)
     operands = list(op.operands)
@@ -228,23 +241,73 @@ def _matched(g: _Graph, site: _Site) -> set[int]:
             back[d] = None
             nxt.extend(_resolve(g, u) for u in g.reads(g.ops[d]))
         frontier = nxt
-    roots = {g.defs[v] for v in (_resolve(g, v) for v in operands[:nres]) if v in g.defs}
     marked = set(inputs)
     on_path: set[int] = set()
     for i in sorted(back):
         if any(_resolve(g, u) in marked for u in g.reads(g.ops[i])):
             on_path.add(i)
             marked.update(g.ops[i].results)
-    out = roots | on_path | {g.pos[op]}
+    return _roots(g, site) | on_path
+
+
+def _roots(g: _Graph, site: _Site) -> set[int]:
+    """Positions of the ops defining the site's roots (its original values) and the site's own."""
+    nres = len(site.op.results)
+    return {g.defs[v] for v in (_resolve(g, v) for v in list(site.op.operands)[:nres]) if v in g.defs} | \
+        {g.pos[site.op]}
+
+
+def _unread_inputs(g: _Graph, site: _Site) -> set[ir.Value]:
+    """The site's inputs that some choice does not read (they die when it is taken)."""
+    nres = len(site.op.results)
+    operands = list(site.op.operands)
+    out = set()
+    for k in range(1, site.choices):
+        args = site.op.regions[k].blocks[0].arguments
+        out.update(_resolve(g, operands[j]) for j in range(nres, len(operands)) if not any(True for _ in args[j].uses))
+    return out
+
+
+def _dying_producers(g: _Graph, inputs: set[ir.Value], out: set[int]) -> set[int]:
+    """Producers of `inputs` (`_unread_inputs`) read only by matched ops (`out`), and theirs, in turn."""
     # An input whose only readers are matched ops dies with a choice that does not read it
     # (`A @ B` in `v.T @ (A @ B)` reassociated to `(v.T @ A) @ B`): the rewrite can save it too.
+    out = set(out)
+    found: set[int] = set()
     work = [g.defs[v] for v in inputs if v in g.defs]
     while work:
         d = work.pop()
         if d not in out and g.succs[d] and g.succs[d] <= out and not _unfit(g, {d}):
             out.add(d)
+            found.add(d)
             work.extend(g.preds[d])
-    return out
+    return found
+
+
+def _changed(g: _Graph, site: _Site) -> tuple[set[int], set[int]]:
+    """The site's matched ops without the far shared ones (`FAR_SPAN`), and those left out.
+
+    In a training step a rewrite of a backward dot often matches a transpose of the forward
+    pass (`dot(transpose(x), dy)`); the transpose stays alive for its forward readers, so the
+    rewrite does not change it, but a region holding both would be closed over every op on the
+    paths between them: most of the step. Left out, the region is the dot and its neighbours,
+    reading both `x` and `transpose(x)` as inputs."""
+    core = _core(g, site)
+    keep = _roots(g, site)
+    far = {m for m in core - keep
+           if g.succs[m] - core and len(_convex(g, keep | {m})) > len(keep) + 1 + FAR_SPAN}
+    if not far:
+        return core | _dying_producers(g, _unread_inputs(g, site), core), far
+    # what is left: the kept ops and the matched ops that reach them without a far one
+    left = set(keep)
+    work = list(keep)
+    while work:
+        i = work.pop()
+        for p in g.preds[i]:
+            if p in core and p not in far and p not in left:
+                left.add(p)
+                work.append(p)
+    return left | _dying_producers(g, _unread_inputs(g, site), left), core - left
 
 
 def _touched_kernels(g: _Graph, positions: Iterable[int], profile: Profile) -> list[int]:
@@ -278,7 +341,7 @@ def site_bounds(profile: Profile, program: Program) -> dict[int, float]:
     out: dict[int, float] = {}
     for site in _sites(program):
         g = graphs.of(site.block)
-        ks = _touched_kernels(g, _matched(g, site), profile)
+        ks = _touched_kernels(g, _changed(g, site)[0], profile)
         out[site.index] = sum(profile.kernels[k].share for k in ks)
     return out
 
@@ -396,7 +459,7 @@ def _cut(graphs: _Graphs, sites: list[_Site], ids: list[int], profile: Profile |
     g = graphs.of(chosen[0].block)
     members: set[int] = set()
     for site in chosen:
-        members |= _matched(g, site)
+        members |= _changed(g, site)[0]
     kernels: list[int] = []
     if profile is not None:
         kernels = _touched_kernels(g, members, profile)
@@ -443,7 +506,11 @@ def _whole(program: Program, sites: list[_Site], ids: list[int], reason: str) ->
 def _with_derived_inputs(g: _Graph, members: set[int], rounds: int = 3) -> set[int]:
     """`members` plus the outside ops that compute a region input from other region inputs
     (a transpose of an argument, when a rewrite reads both): otherwise the region would take
-    both as independent arguments, and on random inputs before and after would disagree."""
+    both as independent arguments, and on random inputs before and after would disagree. Not
+    one whose other readers lead back into the region by `FAR_SPAN` ops or more (a far shared
+    op of `_changed`, a broadcast a merged forward op shares with the backward pass): closing
+    the region over those paths would make it most of a training step, and a region's timing
+    does not depend on its input values."""
     members = set(members)
     for _ in range(rounds):
         reads = {v for i in members for v in g.reads(g.ops[i])}
@@ -455,7 +522,7 @@ def _with_derived_inputs(g: _Graph, members: set[int], rounds: int = 3) -> set[i
                 continue
             outer = [u for u in g.reads(g.ops[d]) if g.defs.get(u) != d]
             if outer and all(u in inputs or (g.defs.get(u) is not None and g.ops[g.defs[u]].name == CONSTANT)
-                             for u in outer):
+                             for u in outer) and len(_convex(g, members | {d})) <= len(members) + 1 + FAR_SPAN:
                 found.add(d)
         if not found:
             break

@@ -250,3 +250,36 @@ def test_neighbours_and_cutter_agree_with_the_plain_rules():
     alone = [region.cut_region(program, s) for s in picked]
     assert [(r.ops, r.whole, r.inputs, r.outputs) for r in batched] == \
         [(r.ops, r.whole, r.inputs, r.outputs) for r in alone]
+
+
+def _shared_transpose(x, w):
+    """A transpose read by a dot and, through a long chain, by that dot's other operand: the
+    shape of a forward-pass transpose read again by a backward dot."""
+    t = jnp.transpose(x)
+    h = t @ w
+    for _ in range(2 * region.FAR_SPAN):
+        h = jnp.sin(jnp.cos(h))
+    return t @ h
+
+
+def test_a_far_shared_transpose_stays_outside_the_region():
+    # the last dot folds the transpose; it stays alive for `t @ w`, and h depends on it
+    # through a chain longer than FAR_SPAN: the region is the dot, not the chain in between.
+    x = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)
+    program = _augment(_shared_transpose, x, x)
+    site = [a.index for a in driver.list_alternatives(program) if "fold_transpose_into_dot_lhs" in a.labels][-1]
+    g = region._Graph(program)
+    s = region._sites(program)[site]
+    changed, far = region._changed(g, s)
+    assert far and all(g.ops[i].name == "stablehlo.transpose" for i in far)
+    assert len(region._convex(g, region._matched(g, s))) > 2 * region.FAR_SPAN  # what the rule avoids
+    r = region.cut_region(program, site)
+    assert not r.whole and len(r.ops) < region.FAR_SPAN and not far & set(r.ops)
+    # the cut stands alone and computes what the program computes there, before and after
+    runner = InProcess()
+    (ins, outs), = region.boundary_values(runner, program, [r])
+    runner.set_inputs("b", ins)
+    assert all(np.array_equal(a, b) for a, b in zip(runner.run(r.before().text(), "b"), outs))
+    choice = next(k for k, lab in enumerate(r.labels[site]) if k and "transpose" in lab)
+    after = runner.run(r.after({site: choice}).text(), "b")
+    assert all(np.allclose(a, b, rtol=1e-4, atol=1e-4) for a, b in zip(after, outs))
