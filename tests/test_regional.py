@@ -35,6 +35,21 @@ def test_a_region_win_must_beat_the_regions_own_noise():
     assert strat._local_winners(region, noisy, [win], {0: 0.5}) == []  # within twice the control's spread
 
 
+def test_sweeps_go_by_the_region_evidence_summed_over_sites():
+    # a pattern whose regions each sit inside their noise but save in sum is swept first
+    strat = get_strategy("regional")
+    strat.evidence = {}
+    region = Region(program=None, sites=(0,), local={0: 0}, labels={0: ("original", "thin", "loses")},
+                    tiers={0: (0, 0, 0)}, share=0.5)
+    for _ in range(10):
+        strat._weigh(region, [RegionResult(Candidate(region, {0: 1}), ratio=0.99, median_ratio=0.99),
+                              RegionResult(Candidate(region, {0: 2}), ratio=1.05, median_ratio=1.05),
+                              RegionResult(Candidate(region, {0: 2}), ratio=float("nan"), median_ratio=1.0)], {})
+    assert strat.evidence["thin"] == pytest.approx(10 * 0.5 * 0.01)
+    order = sorted(["unjudged", "loses", "thin"], key=strat.sweep_rank)
+    assert order == ["thin", "unjudged", "loses"]
+
+
 def test_regional_finds_a_single_rewrite_that_wins_and_it_verifies():
     # corpus/attn_linear_causal: two cumsums lowered as quadratic prefix reduce_windows; the
     # scan rewrite wins several times over on its region and on the whole program

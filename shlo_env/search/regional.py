@@ -25,10 +25,14 @@ program evaluations only on what won there:
    effects, a failed cut or region run) is judged on the whole program instead: its singles
    are evaluated like any whole candidate, and one that passes the acceptance rule joins the
    winners.
-5. **Sweeps.** When every site is judged and time is left, each rewrite taken at all its sites
-   at once (`SearchContext.sweeps`, hottest first) is added to the current state and judged on
-   the whole program like a winner: a gain spread thinly over many sites (2-4 % from one
-   elementwise rewrite at 19 sites of a ResNet) is inside each region's noise, not the whole's.
+5. **Sweeps.** When every site is judged, or when only `sweep_share` of the time after the
+   profile is left, each rewrite taken at all its sites at once (`SearchContext.sweeps`) is
+   added to the current state and judged on the whole program like a winner: a gain spread
+   thinly over many sites (2-4 % from one elementwise rewrite at 19 sites of a ResNet, 9 % from
+   one at 32 sites of a BERT train step) is inside each region's noise, not the whole's. Those
+   whose region results summed over the judged sites (share x (1 - region ratio), winners or
+   not) predict a saving go first, best first; then those not judged (hottest first); those
+   predicted to lose last.
 
 Final acceptance stays the runner's, on the whole program; the strategy returns `ctx.best`.
 """
@@ -68,17 +72,20 @@ class Regional(Strategy):
 
     def __init__(self, batch: int = 8, min_share: float = region.NEGLIGIBLE_SHARE, local_gain: float = 0.02,
                  profile: bool | None = None, profile_share: float = 0.35, boundary: bool = False,
-                 executor: Any = None, max_ops: int = 150, **aim):
+                 executor: Any = None, max_ops: int = 150, sweep_share: float = 0.3, **aim):
         """`profile`: None (when affordable), True (always), False (never). `boundary`: region
         inputs from one compile of the original with the boundaries as outputs (exact values)
         instead of random ones (no whole compile). `executor`: a `shlo_env.executors`
         executor to fan region compiles out over (default: the evaluator's worker). Regions
-        of more than `max_ops` ops (slow to compile) wait until every smaller one is judged."""
+        of more than `max_ops` ops (slow to compile) wait until every smaller one is judged.
+        `sweep_share`: of the time left after the profile, kept for the sweeps (step 5)."""
         super().__init__(**aim)
         if batch < 1:
             raise ValueError(f"batch must be at least 1, got {batch}")
         if not 0 <= local_gain < 1:
             raise ValueError(f"local_gain must be in [0, 1), got {local_gain}")
+        if not 0 <= sweep_share < 1:
+            raise ValueError(f"sweep_share must be in [0, 1), got {sweep_share}")
         self.batch = batch
         self.min_share = min_share
         self.local_gain = local_gain
@@ -87,6 +94,7 @@ class Regional(Strategy):
         self.boundary = boundary
         self.executor = executor
         self.max_ops = max_ops
+        self.sweep_share = sweep_share
 
     # --- the search ---------------------------------------------------------------------------
 
@@ -112,9 +120,11 @@ class Regional(Strategy):
         state, ratio = start, self.start_ratio(ctx, start)
         vec = [0] * len(exp.dims)
         self.deferred: list[int] = []  # sites whose region is large: judged last
+        self.evidence: dict[str, float] = {}  # pattern -> predicted saving summed over judged sites
+        reserve = self.sweep_share * ctx.time_left()
         for todo, defer in ((sites, True), (self.deferred, False)):
             for i in range(0, len(todo), self.batch):
-                if ctx.out_of_time():
+                if ctx.out_of_time() or ctx.time_left() < reserve:
                     break
                 chunk = todo[i:i + self.batch]
                 winners = self._judge(ctx, exp, aug, chunk, bounds, prof, counts, defer)
@@ -216,6 +226,7 @@ class Regional(Strategy):
                 self._note_fallback("the region did not run", counts)
                 winners += self._whole_singles(ctx, exp, r.sites[0], counts)
                 continue
+            self._weigh(r, rest, bounds)
             winners += self._local_winners(r, control, rest, bounds)
         counts["winners"] += len(winners)
         return winners
@@ -261,6 +272,15 @@ class Regional(Strategy):
                 best = w
         return [best] if best is not None else []
 
+    def _weigh(self, r: Region, results: list[RegionResult], bounds: dict[int, float]) -> None:
+        """Add each alternative's predicted saving to its pattern's evidence (winner or not)."""
+        share = r.share if r.share is not None else bounds.get(r.sites[0], 0.0)
+        for res in results:
+            (site, choice), = res.candidate.choices.items()
+            if math.isfinite(res.ratio):
+                label = r.labels[site][choice]
+                self.evidence[label] = self.evidence.get(label, 0.0) + share * (1 - res.ratio)
+
     def _note_fallback(self, reason: str, counts: dict) -> None:
         counts["fallback_sites"] += 1
         key = reason.split(":")[0][:60]
@@ -302,7 +322,12 @@ class Regional(Strategy):
         """Each rewrite at all its sites (where the current vector has not chosen), added to
         the current state and kept when it passes the acceptance rule (step 5)."""
         counts.setdefault("sweeps", 0)
-        for sweep in ctx.sweeps(exp, self.hot_first):
+
+        def label(sweep: list[int]) -> str:
+            i = next(i for i, c in enumerate(sweep) if c)
+            return exp.dims[i].labels[sweep[i]]
+
+        for sweep in sorted(ctx.sweeps(exp, self.hot_first), key=lambda v: self.sweep_rank(label(v))):
             if ctx.out_of_time():
                 break
             trial = [c or t for c, t in zip(vec, sweep)]
@@ -312,6 +337,12 @@ class Regional(Strategy):
             state, ratio, vec = self._try(ctx, exp, trial, state, ratio, vec, counts, "sweeps",
                                           f"sweep {exp.dims[i].labels[sweep[i]]} ({sum(map(bool, sweep))} sites")
         return state, ratio, vec
+
+    def sweep_rank(self, label: str) -> tuple[int, float]:
+        """Sweeps predicted to save first (most first), then those not judged, then the others
+        (a stable sort keeps `SearchContext.sweeps`' order within a group)."""
+        e = self.evidence.get(label)
+        return (1, 0.0) if e is None else (0, -e) if e > 0 else (2, 0.0)
 
     def _try(self, ctx: SearchContext, exp: Expansion, trial: list[int], state: State, ratio: float,
              vec: list[int], counts: dict, count: str, what: str) -> tuple[State, float, list[int]]:
