@@ -84,7 +84,7 @@ class Action:
 
     @property
     def accepted(self) -> bool:
-        return bool(self.paired) and self.paired["decision"] == Decision.ACCEPT
+        return self.paired is not None and self.paired["decision"] == Decision.ACCEPT
 
     @property
     def ratio(self) -> float | None:
@@ -377,8 +377,8 @@ def main(argv=None) -> int:
         ap.error("--budget must be > 0 and --rounds >= 1")
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
-        results = [ProgramResult.from_dict(d) for d in saved["programs"]]
-        print("\n".join([saved["header"], "", table(results, read_bench_csv(args.bench_csv)), detail(results), ""]))
+        kept = [ProgramResult.from_dict(d) for d in saved["programs"]]
+        print("\n".join([saved["header"], "", table(kept, read_bench_csv(args.bench_csv)), detail(kept), ""]))
         return 0
     entries = corpus.entries(args.dataset)
     if args.programs:

@@ -261,7 +261,7 @@ def _unread_inputs(g: _Graph, site: _Site) -> set[ir.Value]:
     """The site's inputs that some choice does not read (they die when it is taken)."""
     nres = len(site.op.results)
     operands = list(site.op.operands)
-    out = set()
+    out: set[ir.Value] = set()
     for k in range(1, site.choices):
         args = site.op.regions[k].blocks[0].arguments
         out.update(_resolve(g, operands[j]) for j in range(nres, len(operands)) if not any(True for _ in args[j].uses))
