@@ -50,6 +50,31 @@ def test_sweeps_go_by_the_region_evidence_summed_over_sites():
     assert order == ["thin", "unjudged", "loses"]
 
 
+def test_without_its_own_profile_the_sites_go_by_the_runners_measured_bounds():
+    from types import SimpleNamespace
+
+    class Ctx:
+        def __init__(self, measured):
+            self._measured = measured
+
+        def measured(self, exp):
+            return self._measured
+
+        def hot_order(self, exp):  # as SearchContext.hot_order: measured order, the cold one out
+            return [2, 0]
+
+        def heat(self, exp):
+            return [3.0, 2.0, 1.0]
+
+    strat = get_strategy("regional")
+    exp = SimpleNamespace(num_rewrites=3)
+    sites, bounds = strat._order(Ctx([0.2, 0.001, 0.7]), exp, None, None)
+    assert sites == [2, 0] and bounds == {0: 0.2, 1: 0.001, 2: 0.7}
+    assert strat.info["order"].startswith("measured")
+    sites, bounds = strat._order(Ctx(None), exp, None, None)  # no profile at all: the static heat
+    assert sites == [0, 1, 2] and bounds[0] == pytest.approx(0.5)
+
+
 def test_regional_finds_a_single_rewrite_that_wins_and_it_verifies():
     # corpus/attn_linear_causal: two cumsums lowered as quadratic prefix reduce_windows; the
     # scan rewrite wins several times over on its region and on the whole program

@@ -10,8 +10,10 @@ program evaluations only on what won there:
 1. **Where the time is.** One profile of the original (`region.baseline` of the augmented
    root), when its estimated cost fits `profile_share` of the time left, gives each site's
    bound (`region.site_bounds`: the share of the kernels it touches); sites are taken by
-   decreasing bound and those under `min_share` are skipped. Without a profile the sites are
-   ordered by site heat (`SearchContext.heat`) and cut without kernels (fusible neighbours).
+   decreasing bound and those under `min_share` are skipped. Without one the sites are cut
+   without kernels (fusible neighbours), ordered by the runner's measured bounds when it
+   profiled the original to order its sites (`SearchContext.hot_order`: the cold ones left
+   out), else by site heat (`SearchContext.heat`).
 2. **Region judging**, `batch` sites per round: every alternative of each site, plus one
    region-before-against-itself control per region (its own noise), on the evaluator's worker,
    or fanned out over `executor` (`region.evaluate_regions_on`) when one is given. A local
@@ -179,6 +181,11 @@ class Regional(Strategy):
         if prof is not None:
             bounds = region.site_bounds(prof, aug)
             return region.skip_negligible(bounds, self.min_share), bounds
+        measured = ctx.measured(exp)  # the runner's profile, when it took one: kernel shares
+        if measured is not None:
+            self.info["order"] = "measured (the runner's profile)"
+            bounds = {i: measured[i] for i in range(exp.num_rewrites)}
+            return [i for i in ctx.hot_order(exp) if i < exp.num_rewrites], bounds
         heat = ctx.heat(exp)
         total = sum(heat[:exp.num_rewrites]) or 1.0
         bounds = {i: heat[i] / total for i in range(exp.num_rewrites)}
