@@ -135,6 +135,12 @@ GPU_APPROX_OPTIONS = (
 
 ALL_OPTIONS = CPU_OPTIONS + CPU_APPROX_OPTIONS + GPU_OPTIONS + GPU_APPROX_OPTIONS
 
+#: Screened by default (`SearchOptions.xla_options="default"`), per platform: the options that
+#: the paired acceptance test took on zoo programs of one kind. Single-threaded Eigen: small
+#: transformer inference (0.836 and 0.964 of the time on a 2-core CPU; 1.00 +- 0.03 on the other
+#: 14 zoo programs, docs/experiments/2026-11-26-zoo-oracle-quiet.md). No GPU option is measured yet.
+DEFAULT_SCREEN: dict[str, tuple[str, ...]] = {"cpu": ("xla_cpu_multi_thread_eigen=false",)}
+
 
 def token(name: str, value) -> str:
     text = str(value).lower() if isinstance(value, bool) else str(value)
@@ -181,18 +187,25 @@ def _table(platform: str, approx: bool):
 
 def candidate_options(platform: str | None = None, approx: bool = False) -> tuple[str, ...]:
     """Every option token a search may set on `platform` (default: jax's default backend)."""
-    if platform is None:
-        from shlo_env import _jax_compat  # not runtime: runtime reads this module
+    return tuple(token(name, v) for name, values, _, _ in _table(_platform(platform), approx) for v in values)
 
-        platform = _jax_compat.backend().platform
-    return tuple(token(name, v) for name, values, _, _ in _table(platform, approx) for v in values)
+
+def _platform(platform: str | None) -> str:
+    if platform is not None:
+        return platform
+    from shlo_env import _jax_compat  # not runtime: runtime reads this module
+
+    return _jax_compat.backend().platform
 
 
 def resolve(options: bool | str | Sequence[str] | None, platform: str | None = None) -> tuple[str, ...]:
-    """The option actions asked for: False/None -> none, True/"auto" -> the platform's
-    value-preserving candidates, "approx" -> those plus fast math, a sequence -> those tokens."""
-    if options is None or options is False:
+    """The option actions asked for: False/None/"none" -> none, "default" -> the platform's
+    `DEFAULT_SCREEN`, True/"auto" -> the platform's value-preserving candidates, "approx" ->
+    those plus fast math, a sequence -> those tokens."""
+    if options is None or options is False or options == "none":
         return ()
+    if options == "default":
+        return DEFAULT_SCREEN.get(_platform(platform), ())
     if options is True or options == "auto":
         return candidate_options(platform)
     if options == "approx":

@@ -32,7 +32,7 @@ class SweepOptions:
     num_random: int = 3  # random input sets for verification
     min_gain: float = 0.02
     passes: bool | Sequence[str] = False  # XLA passes the search may disable
-    xla_options: bool | str | Sequence[str] = False  # XLA compile options it may set ("approx": fast math)
+    xla_options: bool | str | Sequence[str] = "default"  # XLA compile options it may set (SearchOptions)
     patterns: Sequence[str] | None = None  # None: every value-preserving pattern
     timeout_s: float | None = None  # per worker request (None: `timing.default_timeout()`)
     # which programs

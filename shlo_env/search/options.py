@@ -105,8 +105,8 @@ def _json_object(text: str) -> dict:
 
 
 def _xla_option_arg(text: str) -> str | list[str]:
-    """`--xla-options approx` (or auto) as it is, else comma-separated NAME=VALUE tokens."""
-    return text if text in ("approx", "auto") else _names(text)
+    """`--xla-options approx` (or auto, default, none) as it is, else comma-separated NAME=VALUE tokens."""
+    return text if text in ("approx", "auto", "default", "none") else _names(text)
 
 
 _json_object.__name__ = "JSON object"  # argparse's "invalid JSON object value: ..."
@@ -161,15 +161,18 @@ class SearchOptions:
         "(`shlo_env.search.passes.candidate_passes()`), or a list of pass names.",
         result=True, flag="--passes", key=_passes_key, action="store_true",
         help="also let the search disable XLA passes (the platform's candidates, shlo_env.search.passes)"))
-    xla_options: bool | str | Sequence[str] = dataclasses.field(default=False, metadata=about(
-        "also let the search set XLA compile options: True for the platform's value-preserving ones "
-        "(`shlo_env.xla_options`), \"approx\" to add fast math (APPROX tier, looser verification), or "
-        "a list of `name=value` tokens. The result compiles with the chosen options.",
+    xla_options: bool | str | Sequence[str] = dataclasses.field(default="default", metadata=about(
+        "XLA compile options the search may set: \"default\" for the few that paid on the zoo "
+        "(`shlo_env.xla_options.DEFAULT_SCREEN`: single-threaded Eigen on CPU), True for all the "
+        "platform's value-preserving ones (`shlo_env.xla_options`), \"approx\" to add fast math "
+        "(APPROX tier, looser verification), False (or \"none\") for none, or a list of `name=value` "
+        "tokens. Each is verified and timed like any candidate; the result compiles with the chosen options.",
         result=True, flag="--xla-options", key=_xla_options_key, nargs="?", const=True,
         type=_xla_option_arg, metavar="approx|NAME=VALUE,...",
-        help="also let the search set XLA compile options: the platform's value-preserving ones "
-             "(shlo_env.xla_options); 'approx' adds fast math (APPROX tier, looser verification); or "
-             "comma-separated NAME=VALUE tokens. The result is compiled with the options chosen"))
+        help="XLA compile options the search may set: all the platform's value-preserving ones "
+             "(shlo_env.xla_options; without this flag only the default few, DEFAULT_SCREEN); 'approx' "
+             "adds fast math (APPROX tier, looser verification); 'none' for none; or comma-separated "
+             "NAME=VALUE tokens. The result is compiled with the options chosen"))
     confirm: bool = dataclasses.field(default=True, metadata=about(
         "re-time the best candidate before accepting it (always, whatever time is left).",
         result=True, flag="--no-confirm", action="store_false",
