@@ -33,7 +33,7 @@ def worker():
 def test_optimize_program_returns_a_verified_faster_rewrite(worker):
     ex = examples.suite(["matmul_chain"])[0]  # (A @ B) @ v -> A @ (B @ v): ~500x fewer flops
     p = lower(ex.fn, *ex.args(0), name=ex.name)
-    res = optimize_program(p, SearchOptions(strategy="pick-first", budget_s=30), worker=worker)
+    res = optimize_program(p, SearchOptions(strategy="pick-first", budget_s=30, xla_options=False), worker=worker)
     assert res.status == "ok" and not res.returned_original, res.reason
     assert res.ratio < res.threshold < 1.0 and res.search_ratio < res.threshold and res.confirm_ratio < res.threshold
     assert res.applied and res.decisions and res.best_hash != res.original_hash and not res.identical
@@ -48,7 +48,7 @@ def test_optimize_program_returns_a_verified_faster_rewrite(worker):
 
 def test_optimize_program_keeps_the_original_when_nothing_matches(worker):
     p = lower(lambda x: jnp.tanh(x) * 2.0, np.ones((64, 64), np.float32), name="tanh2")
-    res = optimize_program(p, SearchOptions(strategy="exhaustive", budget_s=10, patterns=[]), worker=worker)
+    res = optimize_program(p, SearchOptions(strategy="exhaustive", budget_s=10, patterns=[], xla_options=False), worker=worker)
     assert res.returned_original and res.identical and res.ratio == 1.0 and res.decisions == []
     assert res.reason == "no pattern matched" and res.decision_space == 1
     assert res.baseline["full"] > 0 and res.best == res.baseline
