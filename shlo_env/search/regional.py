@@ -28,7 +28,7 @@ program evaluations only on what won there:
    are evaluated like any whole candidate, and one that passes the acceptance rule joins the
    winners.
 5. **Sweeps.** When every site is judged, or when only `sweep_share` of the time after the
-   profile is left, each rewrite taken at all its sites at once (`SearchContext.sweeps`) is
+   profile is left (judging and assembly stop there), each rewrite taken at all its sites at once (`SearchContext.sweeps`) is
    added to the current state and judged on the whole program like a winner: a gain spread
    thinly over many sites (2-4 % from one elementwise rewrite at 19 sites of a ResNet, 9 % from
    one at 32 sites of a BERT train step) is inside each region's noise, not the whole's. Those
@@ -123,10 +123,10 @@ class Regional(Strategy):
         vec = [0] * len(exp.dims)
         self.deferred: list[int] = []  # sites whose region is large: judged last
         self.evidence: dict[str, float] = {}  # pattern -> predicted saving summed over judged sites
-        reserve = self.sweep_share * ctx.time_left()
+        self.reserve = self.sweep_share * ctx.time_left()  # the sweeps' (step 5)
         for todo, defer in ((sites, True), (self.deferred, False)):
             for i in range(0, len(todo), self.batch):
-                if ctx.out_of_time() or ctx.time_left() < reserve:
+                if ctx.out_of_time() or ctx.time_left() < self.reserve:
                     break
                 chunk = todo[i:i + self.batch]
                 winners = self._judge(ctx, exp, aug, chunk, bounds, prof, counts, defer)
@@ -314,9 +314,10 @@ class Regional(Strategy):
     def _assemble(self, ctx: SearchContext, exp: Expansion, winners: list[Winner], state: State, ratio: float,
                   vec: list[int], counts: dict) -> tuple[State, float, list[int]]:
         """Add the winners to the current state greedily, largest predicted saving first; keep
-        each whole-program combination that passes the acceptance rule against the current."""
+        each whole-program combination that passes the acceptance rule against the current.
+        Not into the time kept for the sweeps (`self.reserve`)."""
         for w in sorted(winners, key=lambda w: -w.saving):
-            if ctx.out_of_time():
+            if ctx.out_of_time() or ctx.time_left() < self.reserve:  # the sweeps' time
                 break
             trial = list(vec)
             trial[w.site] = w.choice
