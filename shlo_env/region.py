@@ -207,7 +207,8 @@ def _resolve(g: _Graph, v: ir.Value) -> ir.Value:
     """The value an alternatives op's result stands for with every choice 0 (its root)."""
     while True:
         d = g.defs.get(v)
-        if d is None or g.ops[d].name != alt_dialect.ALTERNATIVES or g.ops[d] != _owner_op(v):
+        owner = _owner_op(v)  # None for a block argument (of main, or of a nested region)
+        if d is None or owner is None or g.ops[d].name != alt_dialect.ALTERNATIVES or g.ops[d] != owner:
             return v
         v = g.ops[d].operands[_result_number(v)]
 
@@ -296,15 +297,14 @@ def _changed(g: _Graph, site: _Site) -> tuple[set[int], set[int]]:
     keep = _roots(g, site)
     far = {m for m in core - keep
            if g.succs[m] - core and len(_convex(g, keep | {m})) > len(keep) + 1 + FAR_SPAN}
-    if not far:
-        return core | _dying_producers(g, _unread_inputs(g, site), core), far
     # what is left: the kept ops and the matched ops that reach them without a far one
     left = set(keep)
     work = list(keep)
     while work:
         i = work.pop()
-        for p in g.preds[i]:
-            if p in core and p not in far and p not in left:
+        for u in g.reads(g.ops[i]):  # through other sites' alternatives ops, as `_core` walks
+            p = g.defs.get(_resolve(g, u))
+            if p is not None and p in core and p not in far and p not in left:
                 left.add(p)
                 work.append(p)
     return left | _dying_producers(g, _unread_inputs(g, site), left), core - left
