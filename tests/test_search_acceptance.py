@@ -101,3 +101,28 @@ def test_with_no_time_to_confirm_only_a_best_timed_twice_beyond_noise_is_taken()
     kept, res = decide(best(0.97, 0.96, True))  # inside twice the noise (0.96)
     assert not kept and "not beyond twice the noise" in res.reason
     assert not decide(best(0.5, 0.5, True), noise=0.3)[0]  # a noisy program needs more than 0.4
+
+
+def test_a_paired_test_cut_by_the_budget_leaves_the_decision_to_the_searchs_two_timings():
+    # haiku_resnet18_infer: a 4.7x rewrite, timed twice by the search, had its paired test
+    # killed by a 1 s timeout; the search's two timings beyond the noise decide instead
+    import types
+
+    from shlo_env.runners import CandidateError
+    from shlo_env.search import runner
+
+    class OutOfTime:
+        original_key = "original"
+
+        def paired_test(self, best, allowance_s, test):
+            raise CandidateError("timeout", "no answer within 1 s (worker restarted)")
+
+    def best(ratio, confirmed):
+        return types.SimpleNamespace(key="best", ok=True, ratio=ratio, median_ratio=ratio, confirmed=confirmed)
+
+    res = runner.ProgramResult(name="p", strategy="mcts", noise=0.02)
+    assert runner._decide(res, OutOfTime(), best(0.215, True), 4, 0.98, True, min_gain=0.02, allowance_s=1.0)
+    assert "two timings" in res.acceptance
+    res = runner.ProgramResult(name="p", strategy="mcts", noise=0.02)
+    assert not runner._decide(res, OutOfTime(), best(0.215, False), 4, 0.98, True, min_gain=0.02, allowance_s=1.0)
+    assert res.reason.startswith("best candidate could not be timed again (timeout") and "timed once" in res.reason
