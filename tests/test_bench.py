@@ -59,6 +59,15 @@ def _row(ratio, identical=False, status="ok", floor=None, dataset="d", strategy=
             "best_full": 2e-3, "roofline_floor_s": floor, "name": f"p{ratio}", "strategy_used": strategy}
 
 
+def test_every_program_row_names_the_rewrites_and_the_xla_options_returned():
+    from shlo_env.bench.report import program_rows
+
+    row = dict(_row(0.86), returned_original=False, applied='["batch_dots"]',
+               disabled_passes='["xla_cpu_multi_thread_eigen=false"]', candidates=10, search_s=30.0, total_s=40.0)
+    (out,) = program_rows([row])
+    assert out[-1] == "batch_dots, -xla_cpu_multi_thread_eigen=false"
+
+
 def test_summary_is_table_2():
     rows = [_row(1.0, True, floor=1e-3), _row(0.5, floor=5e-4), _row(0.97), _row(1.2), _row(None, status="error")]
     (s,) = bench.summarize(rows, {"faster": 0.95, "slower": 1.05})

@@ -140,6 +140,11 @@ def candidates_per_minute(r: dict) -> tuple[int, float]:
     return n, 60.0 * n / search_s if search_s > 0 else math.nan
 
 
+def _actions(r: dict) -> list[str]:
+    """The rewrites a measurement returned, then its XLA actions (a disabled pass or an option)."""
+    return json.loads(r["applied"] or "[]") + [f"-{p}" for p in json.loads(r["disabled_passes"] or "[]")]
+
+
 def program_rows(rows: list[dict], width: int | None = None) -> list[tuple]:
     """One row per measurement: its ratio, candidates (a minute), search and wall seconds, and
     the rewrites returned or why the original was kept."""
@@ -152,7 +157,7 @@ def program_rows(rows: list[dict], width: int | None = None) -> list[tuple]:
             reason = r["reason"] or ""
             outcome = reason if width is None or len(reason) <= width else reason[:width - 3] + "..."
         else:
-            outcome = _clip(", ".join(_compress(json.loads(r["applied"] or "[]"))), width)
+            outcome = _clip(", ".join(_compress(_actions(r))), width)
         out.append((short_label(r["dataset"]), r["name"], r["strategy_used"] or r["strategy"], _f(r["ratio"]), n,
                     _f(per_min, "{:.0f}"), _f(r["search_s"], "{:.1f}"), _f(r["total_s"], "{:.1f}"), outcome or "-"))
     return out
@@ -164,7 +169,7 @@ def improved_rows(rows: list[dict], profile: dict | None, width: int | None = No
     out = []
     for r in rows:
         if r["status"] == "ok" and r["ratio"] is not None and not r["returned_original"]:
-            applied = json.loads(r["applied"] or "[]") + [f"-{p}" for p in json.loads(r["disabled_passes"] or "[]")]
+            applied = _actions(r)
             out.append((short_label(r["dataset"]), r["name"], r["strategy_used"] or r["strategy"],
                         _f((r["baseline_full"] or math.nan) * 1e3, "{:.4f}"), _f((r["best_full"] or math.nan) * 1e3, "{:.4f}"),
                         _f(r["ratio"]), _f(r["search_ratio"]), _f(r["confirm_ratio"]),
