@@ -52,6 +52,10 @@ from shlo_env.optimize import DEFAULTS, OptimizedFunction, Report, optimize, own
 from shlo_env.search.options import SearchOptions, options_from
 
 NOTICE_AFTER_S = 3.0  # a search still running after this long prints a line on stderr
+#: `optimize()`'s defaults without XLA options: a jit function nests inside other jitted code and
+#: is dispatched by jax's C++ path, and a winner with compiler options can do neither (jax takes
+#: compiler options on a top-level jit only). `xla_options=...` asks for them anyway.
+JIT_DEFAULTS = DEFAULTS.with_(xla_options=False)
 # Searches share one MLIR context: a synchronous search waits for a background one to finish.
 _SEARCH_LOCK = threading.Lock()
 
@@ -92,7 +96,7 @@ def jit(fn: Callable | None = None, /, *, static_argnums: int | Iterable[int] | 
         and/or its fields by name: `budget_s`, `strategy`, `patterns`, `passes`, ...); an
         unknown name is a TypeError here, not at the first call.
     """
-    search = options_from(DEFAULTS if options is None else options, fields, where="shlo_env.jit")
+    search = options_from(JIT_DEFAULTS if options is None else options, fields, where="shlo_env.jit")
     if fn is None:
         return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, donate_argnames=donate_argnames,
@@ -141,7 +145,7 @@ class JitFunction:
         self.background = background
         self.progress = progress
         self.cache = cache
-        self.options = options if options is not None else DEFAULTS
+        self.options = options if options is not None else JIT_DEFAULTS
         self._specializations: dict = {}
         self._lock = threading.Lock()
         self._keyed = False  # a winner needs its own compiler options: route calls in Python

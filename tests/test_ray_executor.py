@@ -45,7 +45,7 @@ def _sweep(programs_dir, db, executor):
         rdb.add_noise_profile(env["env_id"], {"faster": 0.9, "slower": 1.1, "samples": 0, "method": "test"})
     return bench.sweep([str(programs_dir)], ["pick-first"], bench.SweepOptions(
         budget_s=20, executor=executor, workers=2, db_path=db, out=False, progress=False, peak_flops=1e11,
-        peak_bandwidth=1e10, max_steps=4, num_random=2))
+        peak_bandwidth=1e10, max_steps=4, num_random=2, xla_options=False))  # no option screen: a timing
 
 
 def test_ray_executor_decisions_equal_local(programs_dir, tmp_path):
