@@ -131,11 +131,6 @@ class ProgramResult:
         best = self.best()
         return best.paired["ratio"] if best else 1.0  # type: ignore[index]
 
-    @property
-    def noise(self) -> float:
-        """The A/A control's largest deviation from 1: a ratio closer to 1 than this is no evidence."""
-        return max((abs(c - 1.0) for c in self.control), default=float("nan"))
-
     @classmethod
     def from_dict(cls, d: dict) -> "ProgramResult":
         """Back from `as_dict` (for --from-json)."""
