@@ -81,8 +81,8 @@ def test_a_search_records_its_peak_memory_for_the_bench_csv(multi_program):
     from shlo_env.runners import InProcess
     from shlo_env.search.runner import SearchOptions, optimize_program
 
-    res = optimize_program(multi_program, SearchOptions(strategy="pick-first", budget_s=4, cost=False),
-                           worker=InProcess())
+    res = optimize_program(multi_program, SearchOptions(strategy="pick-first", budget_s=4, cost=False,
+                                                        xla_options=False), worker=InProcess())
     rec = res.record()
     assert rec["peak_rss_mb"] is not None and rec["peak_rss_mb"] > 10
     assert rec["disabled_passes"] == [] and "actions" not in rec  # the database's text column
