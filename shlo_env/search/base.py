@@ -125,6 +125,12 @@ def pick_first_vector(dims: Sequence[Dim]) -> list[int]:
     return pick_first(d.num_choices if d.kind == "rewrite" else 1 for d in dims)
 
 
+def sweep_label(exp: Expansion, vec: Sequence[int]) -> str:
+    """The rewrite a sweep vector (`sweep_vectors`) takes at its sites."""
+    i = next(i for i, c in enumerate(vec) if c)
+    return exp.dims[i].labels[vec[i]]
+
+
 def one_hot_vectors(dims: Sequence[Dim], order: Sequence[int] | None = None) -> Iterator[list[int]]:
     """Each single choice taken alone, dimension by dimension in `order` (default: the
     dimensions' own order, rewrites first, then pass toggles)."""
@@ -425,8 +431,7 @@ class SearchContext:
             vecs = [v for v in vecs if sum(bounds[i] for i, c in enumerate(v) if c) >= site_heat.NEGLIGIBLE_SHARE]
 
         def paid(vec: list[int]) -> float:
-            i = next(i for i, c in enumerate(vec) if c)
-            return self.run.paid.get(exp.dims[i].labels[vec[i]], math.inf)
+            return self.run.paid.get(sweep_label(exp, vec), math.inf)
 
         return iter(sorted(vecs, key=paid))  # stable: unpaid keep the heat order
 

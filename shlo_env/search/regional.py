@@ -28,8 +28,8 @@ program evaluations only on what won there:
    are evaluated like any whole candidate, and one that passes the acceptance rule joins the
    winners.
 5. **Sweeps.** When every site is judged, or when only `sweep_share` of the time after the
-   profile is left (judging and assembly stop there), each rewrite taken at all its sites at once (`SearchContext.sweeps`) is
-   added to the current state and judged on the whole program like a winner: a gain spread
+   profile is left (judging and assembly stop there), each rewrite taken at all its sites at
+   once (`SearchContext.sweeps`) is added to the current state and judged on the whole program like a winner: a gain spread
    thinly over many sites (2-4 % from one elementwise rewrite at 19 sites of a ResNet, 9 % from
    one at 32 sites of a BERT train step) is inside each region's noise, not the whole's. Those
    whose region results summed over the judged sites (share x (1 - region ratio), winners or
@@ -50,7 +50,7 @@ from typing import Any, NamedTuple
 from shlo_env import region
 from shlo_env.region import Candidate, Region, RegionError, RegionResult
 from shlo_env.runners import CandidateError
-from shlo_env.search.base import Expansion, SearchContext, State, Strategy, register_strategy
+from shlo_env.search.base import Expansion, SearchContext, State, Strategy, register_strategy, sweep_label
 from shlo_env.search.evaluator import Evaluation
 
 #: Estimated seconds to compile one StableHLO op in-process (the profile's compile), measured
@@ -330,12 +330,7 @@ class Regional(Strategy):
         """Each rewrite at all its sites (where the current vector has not chosen), added to
         the current state and kept when it passes the acceptance rule (step 5)."""
         counts.setdefault("sweeps", 0)
-
-        def label(sweep: list[int]) -> str:
-            i = next(i for i, c in enumerate(sweep) if c)
-            return exp.dims[i].labels[sweep[i]]
-
-        for sweep in sorted(ctx.sweeps(exp, self.hot_first), key=lambda v: self.sweep_rank(label(v))):
+        for sweep in sorted(ctx.sweeps(exp, self.hot_first), key=lambda v: self.sweep_rank(sweep_label(exp, v))):
             if ctx.out_of_time():
                 break
             trial = [c or t for c, t in zip(vec, sweep)]
