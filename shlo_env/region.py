@@ -46,7 +46,9 @@ first on those kernels alone, cut out as a small module that compiles and runs i
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -77,6 +79,8 @@ MATCH_DEPTH = 6
 #: this many ops or more from the site's roots by paths through the outside is left out of the
 #: region: its value becomes a region input (a forward-pass transpose read by a backward dot).
 FAR_SPAN = 32
+#: Blocks of up to this many ops get the bitmask closure (`_Closure`); larger ones are scanned.
+CLOSURE_OPS = 20_000
 #: Steps from the matched ops to fusible neighbours when there is no profile.
 NEIGHBOUR_STEPS = 2
 #: A region of more ops than this (its matched ops made convex) gets no neighbours: they are for
@@ -150,6 +154,12 @@ class _Graph:
                 elif v in self.arg_index:
                     self.args_read[i].add(self.arg_index[v])
 
+    @functools.cached_property
+    def closure(self) -> _Closure | None:
+        """Every op's descendants and ancestors as bitmasks, or None for a block of more than
+        `CLOSURE_OPS` ops (they take n^2 / 4 bytes)."""
+        return _Closure(self.preds, self.succs) if len(self.ops) <= CLOSURE_OPS else None
+
     def reads(self, op: ir.Operation) -> Iterator[ir.Value]:
         """Values `op` and the ops nested in it read (their own block arguments included)."""
         yield from op.operands
@@ -162,6 +172,28 @@ class _Graph:
 
     def top(self, value: ir.Value) -> int | None:
         return self.defs.get(value)
+
+
+class _Closure:
+    """Bitmasks of each position's descendants (`below`) and ancestors (`above`). Built once
+    per graph (about 20 ms at 6k ops); a region's convex closure is then a few ORs, where
+    scanning the positions between its ops took most of cutting a training step's regions
+    (its sites span the forward and the backward pass)."""
+
+    def __init__(self, preds: list[set[int]], succs: list[set[int]]):
+        n = len(preds)
+        self.below = [0] * n
+        for i in range(n - 1, -1, -1):  # positions are in topological order
+            m = 0
+            for j in succs[i]:
+                m |= self.below[j] | (1 << j)
+            self.below[i] = m
+        self.above = [0] * n
+        for i in range(n):
+            m = 0
+            for j in preds[i]:
+                m |= self.above[j] | (1 << j)
+            self.above[i] = m
 
 
 def walk_block_of(op: ir.Operation) -> Iterator[ir.Operation]:
@@ -382,6 +414,7 @@ class Region:
     inputs: tuple[tuple[Any, int], ...] = ()
     outputs: tuple[tuple[Any, int], ...] = ()
     in_body: bool = False  # cut from a loop or conditional body: one iteration, no boundary values
+    oversize: bool = False  # not cut: over the `max_ops` asked for (`ops` holds the ops counted so far)
 
     def before(self) -> Program:
         """The region with every choice 0 (the original computation)."""
@@ -429,8 +462,11 @@ class RegionCutter:
             check_profile(self.graphs.main, profile)
         self.sites = _sites(program)
 
-    def cut(self, site_sets: Sequence[Sequence[int] | int]) -> list[Region]:
-        return [_cut(self.graphs, self.sites, [s] if isinstance(s, int) else list(s), self.profile)
+    def cut(self, site_sets: Sequence[Sequence[int] | int], max_ops: int | None = None) -> list[Region]:
+        """The region of each site set; with `max_ops`, one of more ops (its constants not
+        counted) is not cut (`Region.oversize`): building a region of hundreds of ops costs
+        most of the cutting, and a search that puts such regions off need not pay for it yet."""
+        return [_cut(self.graphs, self.sites, [s] if isinstance(s, int) else list(s), self.profile, max_ops)
                 for s in site_sets]
 
 
@@ -446,7 +482,8 @@ def cut_region(program: Program, site_ids: Sequence[int] | int, profile: Profile
     return cut_regions(program, [site_ids], profile)[0]
 
 
-def _cut(graphs: _Graphs, sites: list[_Site], ids: list[int], profile: Profile | None) -> Region:
+def _cut(graphs: _Graphs, sites: list[_Site], ids: list[int], profile: Profile | None,
+         max_ops: int | None = None) -> Region:
     if not ids:
         raise RegionError("a region needs at least one site")
     for s in ids:
@@ -460,6 +497,8 @@ def _cut(graphs: _Graphs, sites: list[_Site], ids: list[int], profile: Profile |
     members: set[int] = set()
     for site in chosen:
         members |= _changed(g, site)[0]
+    if max_ops is not None and len(members) > max_ops:
+        return _oversize(program, ids, members, max_ops)
     kernels: list[int] = []
     if profile is not None:
         kernels = _touched_kernels(g, members, profile)
@@ -470,6 +509,8 @@ def _cut(graphs: _Graphs, sites: list[_Site], ids: list[int], profile: Profile |
     ret = len(g.ops) - 1
     members.discard(ret)
     members = _convex(g, _with_derived_inputs(g, _convex(g, members)))
+    if max_ops is not None and len(members) > max_ops:  # constants not counted: they compile to nothing
+        return _oversize(program, ids, members, max_ops)
     if ret in members:
         return _whole(program, sites, ids, "the region would hold its block's terminator")
     members |= {p for i in members for p in g.preds[i] if g.ops[p].name == CONSTANT}
@@ -501,6 +542,11 @@ def _whole(program: Program, sites: list[_Site], ids: list[int], reason: str) ->
     return Region(program, tuple(ids), {s.index: s.index for s in sites}, {s.index: s.labels for s in sites},
                   {s.index: s.tiers for s in sites}, share=1.0, whole=True, reason=reason,
                   inputs=tuple(("arg", j) for j in range(n)), outputs=tuple(("ret", j) for j in range(nres)))
+
+
+def _oversize(program: Program, ids: list[int], members: set[int], max_ops: int) -> Region:
+    return Region(program, tuple(ids), {}, {}, {}, tuple(sorted(members)), oversize=True,
+                  reason=f"over {max_ops} ops ({len(members)} so far)")
 
 
 def _with_derived_inputs(g: _Graph, members: set[int], rounds: int = 3) -> set[int]:
@@ -551,8 +597,8 @@ def _convex_neighbours(g: _Graph, members: set[int]) -> set[int]:
     the convex closure of it would pull in everything in between (hundreds of ops).
 
     Adding j keeps the set convex unless one of j's readers outside it reaches it, or one of
-    the ops j reads is reached from it: one scan each way gives both sets, rescanned only after
-    an op is added (a scan per candidate made this most of a 2.7k-op program's cutting)."""
+    the ops j reads is reached from it: both sets are found once, again only after an op is
+    added (once per candidate made this most of a 2.7k-op program's cutting)."""
     core = _convex(g, members)
     if len(core) > NEIGHBOURS_UP_TO:  # already a large region (a transpose in the forward pass
         return core                     # folded into a dot of the backward pass): they add nothing
@@ -560,32 +606,59 @@ def _convex_neighbours(g: _Graph, members: set[int]) -> set[int]:
     if not candidates:
         return core
     lo, hi = min(candidates[0], min(core)), max(candidates[-1], max(core))
-    reaches, reached = _outside_paths(g, core, lo, hi)
+    reaches, reached = _outside_paths(g, core, lo, hi)  # neither holds a member
     for j in candidates:
-        if not (g.succs[j] - core) & reaches and not (g.preds[j] - core) & reached:
+        if not (_mask(g.succs[j]) & reaches or _mask(g.preds[j]) & reached):
             core.add(j)
             reaches, reached = _outside_paths(g, core, lo, hi)
     return core
 
 
-def _outside_paths(g: _Graph, core: set[int], lo: int, hi: int) -> tuple[set[int], set[int]]:
-    """The ops in positions lo..hi outside `core` from which `core` is reachable, and those
-    reachable from `core`."""
-    reached: set[int] = set()
+def _outside_paths(g: _Graph, core: set[int], lo: int, hi: int) -> tuple[int, int]:
+    """Bitmasks of the ops in positions lo..hi outside `core` from which `core` is reachable,
+    and of those reachable from `core`."""
+    inside = _mask(core)
+    span = (1 << (hi + 1)) - (1 << lo)
+    if g.closure is not None:  # from each op's descendants and ancestors: no scan
+        below = above = 0
+        for c in core:
+            below |= g.closure.below[c]
+            above |= g.closure.above[c]
+        return above & span & ~inside, below & span & ~inside
+    preds, succs = g.preds, g.succs  # a program too large for the closure: scan the span
+    reached, marked = 0, set(core)
     for i in range(min(core), hi + 1):
-        if i not in core and (g.preds[i] & core or g.preds[i] & reached):
-            reached.add(i)
-    reaches: set[int] = set()
+        if i not in core and not preds[i].isdisjoint(marked):
+            reached |= 1 << i
+            marked.add(i)
+    reaches, marked = 0, set(core)
     for i in range(max(core), lo - 1, -1):
-        if i not in core and (g.succs[i] & core or g.succs[i] & reaches):
-            reaches.add(i)
+        if i not in core and not succs[i].isdisjoint(marked):
+            reaches |= 1 << i
+            marked.add(i)
     return reaches, reached
+
+
+def _mask(positions: Iterable[int]) -> int:
+    m = 0
+    for i in positions:
+        m |= 1 << i
+    return m
+
+
+def _positions(mask: int) -> set[int]:
+    out = set()
+    while mask:
+        low = mask & -mask
+        out.add(low.bit_length() - 1)
+        mask ^= low
+    return out
 
 
 def _convex(g: _Graph, members: set[int]) -> set[int]:
     """`members` plus every op on a path from one member to another through the outside."""
     reaches, reached = _outside_paths(g, members, min(members), max(members))
-    return members | (reaches & reached)
+    return members | _positions(reaches & reached)
 
 
 def _is_tensor(t: ir.Type) -> bool:
@@ -783,90 +856,127 @@ class RegionResult:
         return 1.0 + (self.after_s - self.before_s) / whole_s
 
 
-def _texts(c: Candidate) -> tuple[str, str]:
-    return c.region.before().text(), c.region.after(c.choices).text()
-
-
 def _inputs_for(c: Candidate, given, i: int) -> list[np.ndarray]:
     return list(given[i]) if given is not None else random_inputs(c.region)
+
+
+def _groups(candidates: Sequence[Candidate], inputs) -> list[list[int]]:
+    """Indices of consecutive candidates of one region on the same inputs: judged together."""
+    groups: list[list[int]] = []
+    for i, c in enumerate(candidates):
+        j = groups[-1][0] if groups else None
+        if j is not None and c.region is candidates[j].region and (inputs is None or inputs[i] is inputs[j]):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def judge_group(runner: Runner, inputs: Sequence[np.ndarray], before: str, afters: Sequence[str],
+                timing: TimingPolicy = REGION_TIMING, device_lock: Any = None) -> list[dict]:
+    """Compile region-before and each region-after on `runner`, then time them all in one
+    interleaved run (before, after 1, ..., after k, before, ...), holding `device_lock` (if
+    any) for the timing only. One dict per after: `compile_s` (its compile and first run, the
+    before's included), and `before`/`after` as (seconds, samples), or `error`. A before that
+    does not compile or run raises (`CandidateError`): nothing of the group can be judged.
+
+    One run for the group, not one per candidate: each run's warm-up, minimum rounds and
+    request cost once per region (most of a small region's judging besides its compiles)."""
+    runner.set_inputs("region", list(inputs))
+    t0 = time.perf_counter()
+    runner.run(before, "region")
+    base_s = time.perf_counter() - t0
+    out: list[dict] = []
+    for text in afters:
+        t = time.perf_counter()
+        try:
+            runner.run(text, "region")
+            out.append({"compile_s": base_s + time.perf_counter() - t})
+        except CandidateError as e:
+            out.append({"error": f"{type(e).__name__}: {e}"})
+    ok = [k for k, rec in enumerate(out) if "error" not in rec]
+    if ok:
+        with device_lock if device_lock is not None else contextlib.nullcontext():
+            tb, *tas = runner.time([before] + [afters[k] for k in ok], "region", timing)
+        for k, ta in zip(ok, tas):
+            out[k].update(before=(tb.full, list(tb.samples)), after=(ta.full, list(ta.samples)))
+    return out
+
+
+def _fill(res: RegionResult, rec: dict) -> None:
+    if "error" in rec:
+        res.error = rec["error"]
+        return
+    res.compile_s = rec["compile_s"]
+    (b, bs), (a, as_) = rec["before"], rec["after"]
+    res.before_s, res.after_s = b, a
+    res.ratio = a / b if b > 0 else math.nan
+    res.median_ratio = runtime.median_ratio(bs, as_)
+
+
+def _group_texts(candidates: Sequence[Candidate], group: list[int]) -> tuple[str, list[str]]:
+    region = candidates[group[0]].region
+    return region.before().text(), [candidates[i].region.after(candidates[i].choices).text() for i in group]
 
 
 def evaluate_regions(runner: Runner, candidates: Sequence[Candidate],
                      inputs: Sequence[Sequence[np.ndarray]] | None = None,
                      timing: TimingPolicy = REGION_TIMING) -> list[RegionResult]:
-    """Compile and time region-before against region-after for each candidate on `runner`.
+    """Compile and time region-before against region-after for each candidate on `runner`;
+    the consecutive candidates of one region on the same inputs together (`judge_group`).
 
     `inputs[i]` are candidate i's region inputs (e.g. from `boundary_inputs`); default random.
     A candidate that fails gets a result with `error` set and NaN ratios."""
-    results = []
-    for i, c in enumerate(candidates):
-        res = RegionResult(c)
+    results = [RegionResult(c) for c in candidates]
+    for group in _groups(candidates, inputs):
         try:
-            before, after = _texts(c)
-            key = f"region.{i}"
-            runner.set_inputs(key, _inputs_for(c, inputs, i))
-            t0 = time.perf_counter()
-            runner.run(before, key)
-            runner.run(after, key)
-            res.compile_s = time.perf_counter() - t0
-            tb, ta = runner.time([before, after], key, timing)
-            _fill(res, tb, ta)
+            before, afters = _group_texts(candidates, group)
+            recs = judge_group(runner, _inputs_for(candidates[group[0]], inputs, group[0]), before, afters, timing)
         except (CandidateError, RegionError, ValueError) as e:
-            res.error = f"{type(e).__name__}: {e}"
-        results.append(res)
+            recs = [{"error": f"{type(e).__name__}: {e}"}] * len(group)
+        for i, rec in zip(group, recs):
+            _fill(results[i], rec)
     return results
 
 
-def _fill(res: RegionResult, tb: runtime.Timing, ta: runtime.Timing) -> None:
-    res.before_s, res.after_s = tb.full, ta.full
-    res.ratio = ta.full / tb.full if tb.full > 0 else math.nan
-    res.median_ratio = runtime.median_ratio(tb.samples, ta.samples)
-
-
 def _region_task(task, worker, device_lock) -> dict:
-    """One candidate on an executor's worker: compile both versions (in parallel with other
-    workers), then time them holding the device lock. Module-level: tasks pickle it by name."""
+    """One region's group on an executor's worker: compiles in parallel with other workers,
+    the timing under the device lock. Module-level: tasks pickle it by name."""
     opts = task.options
-    worker.set_inputs("region", opts["inputs"])
-    t0 = time.perf_counter()
-    worker.run(opts["before"], "region")
-    worker.run(opts["after"], "region")
-    compile_s = time.perf_counter() - t0
-    with device_lock:
-        tb, ta = worker.time([opts["before"], opts["after"]], "region", opts["timing"])
-    return {"name": task.name, "status": "ok", "strategy": "region", "compile_s": compile_s,
-            "before": (tb.full, list(tb.samples)), "after": (ta.full, list(ta.samples))}
+    recs = judge_group(worker, opts["inputs"], opts["before"], opts["afters"], opts["timing"], device_lock)
+    return {"name": task.name, "status": "ok", "strategy": "region", "results": recs}
 
 
 def evaluate_regions_on(executor, candidates: Sequence[Candidate],
                         inputs: Sequence[Sequence[np.ndarray]] | None = None,
                         timing: TimingPolicy = REGION_TIMING) -> list[RegionResult]:
     """`evaluate_regions` over a `shlo_env.executors` executor (`LocalExecutor(workers=N)` or
-    `RayExecutor`): compiles run in parallel, timings one at a time under the device lock."""
+    `RayExecutor`): one task per region's group; compiles run in parallel, timings one at a
+    time under the device lock."""
     from shlo_env.executors import Task
 
     results = [RegionResult(c) for c in candidates]
+    groups = _groups(candidates, inputs)
     tasks = []
-    for i, c in enumerate(candidates):
+    for n, group in enumerate(groups):
         try:
-            before, after = _texts(c)
+            before, afters = _group_texts(candidates, group)
         except (RegionError, ValueError) as e:
-            results[i].error = f"{type(e).__name__}: {e}"
+            for i in group:
+                results[i].error = f"{type(e).__name__}: {e}"
             continue
-        opts = {"before": before, "after": after, "inputs": _inputs_for(c, inputs, i), "timing": timing}
-        tasks.append(Task(i, "region", "", f"region.{i}", "", "region", c.region.program, opts, _region_task))
+        c = candidates[group[0]]
+        opts = {"before": before, "afters": afters, "inputs": _inputs_for(c, inputs, group[0]), "timing": timing}
+        tasks.append(Task(n, "region", "", f"region.{n}", "", "region", c.region.program, opts, _region_task))
     for rec in executor.run(tasks):
-        res = results[rec["_index"]]
-        if rec.get("status") != "ok":
-            res.error = rec.get("error", "failed")
-            continue
-        res.compile_s = rec["compile_s"]
-        (b, bs), (a, as_) = rec["before"], rec["after"]
-        _fill(res, runtime.Timing(b, math.nan, None, len(bs), bs), runtime.Timing(a, math.nan, None, len(as_), as_))
+        group = groups[rec["_index"]]
+        recs = rec["results"] if rec.get("status") == "ok" else [{"error": rec.get("error", "failed")}] * len(group)
+        for i, r in zip(group, recs):
+            _fill(results[i], r)
     return results
 
 
 __all__ = ["Candidate", "NEGLIGIBLE_SHARE", "REGION_TIMING", "Region", "RegionCutter", "RegionError", "RegionResult",
            "baseline", "boundary_inputs", "boundary_program", "boundary_values", "check_profile",
            "cut_region", "cut_regions", "evaluate_regions", "evaluate_regions_on", "module_of", "order_sites",
-           "random_inputs", "site_bounds", "skip_negligible"]
+           "judge_group", "random_inputs", "site_bounds", "skip_negligible"]

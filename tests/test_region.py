@@ -252,6 +252,75 @@ def test_neighbours_and_cutter_agree_with_the_plain_rules():
         [(r.ops, r.whole, r.inputs, r.outputs) for r in alone]
 
 
+def test_the_closure_and_the_scan_find_the_same_paths(monkeypatch):
+    """The bitmask closure (`region._Closure`) gives the sets the scan of the span gives, on a
+    train step's matched ops, and so the same regions."""
+    from shlo_env import corpus
+
+    program = driver.augment(corpus.load("zoo/flax_mnist_cnn_train"))
+    g = region._Graph(program)
+    assert g.closure is not None
+    monkeypatch.setattr(region, "CLOSURE_OPS", 0)
+    scanned = region._Graph(program)
+    assert scanned.closure is None
+    sites = [s for s in region._sites(program) if s.block == program.body]
+    for site in sites[::7]:
+        core = region._core(g, site)
+        lo, hi = max(0, min(core) - 20), min(len(g.ops) - 1, max(core) + 20)
+        assert region._outside_paths(g, core, lo, hi) == region._outside_paths(scanned, core, lo, hi), site.index
+    picked = [s.index for s in sites[::max(1, len(sites) // 8)]]
+    fast = region.cut_regions(program, picked)
+    monkeypatch.setattr(region._Graph, "closure", None)
+    assert [(r.ops, r.inputs, r.outputs) for r in fast] == \
+        [(r.ops, r.inputs, r.outputs) for r in region.cut_regions(program, picked)]
+
+
+def test_a_region_over_max_ops_is_not_cut():
+    from shlo_env import corpus
+
+    program = driver.augment(corpus.load("zoo/flax_mnist_cnn_train"))
+    sites = [s.index for s in region._sites(program) if s.block == program.body]
+    cutter = region.RegionCutter(program)
+    full = cutter.cut(sites)
+    limited = cutter.cut(sites, max_ops=20)
+    nonconstant = [sum(cutter.graphs.main.ops[i].name != "stablehlo.constant" for i in r.ops) for r in full]
+    over = [r.oversize for r in limited]
+    assert any(over) and not all(over)
+    for r, lim, n in zip(full, limited, nonconstant):
+        if lim.oversize:  # put off: nothing built, and cut in full it is indeed over the limit
+            assert n > 20 and not lim.local and "over 20 ops" in lim.reason
+        elif not r.whole:
+            assert (lim.ops, lim.inputs) == (r.ops, r.inputs)
+
+
+def test_one_region_is_timed_in_one_run_and_a_bad_alternative_fails_alone(mlp, monkeypatch):
+    """`evaluate_regions` judges a region's control and alternatives in one interleaved run;
+    an alternative that does not compile gets its own error, the others their ratios."""
+    program, prof = mlp
+    r, = region.cut_regions(program, [_site(program, "fold_transpose_into_dot_rhs")], prof)
+    times = []
+
+    class Counting(InProcess):
+        def time_each(self, items, *a, **k):
+            times.append(len(items))
+            return super().time_each(items, *a, **k)
+
+    class Unparsable:
+        def text(self):
+            return "module { this is not stablehlo }"
+
+    broken: dict = {}  # the choices of the candidate whose after does not compile
+    after = region.Region.after
+    monkeypatch.setattr(region.Region, "after", lambda self, c: Unparsable() if c is broken else after(self, c))
+    good = [region.Candidate(r, {})] + r.candidates()
+    cands = good + [region.Candidate(r, broken)]
+    results = region.evaluate_regions(Counting(), cands, inputs=[region.random_inputs(r)] * len(cands))
+    assert times == [len(good) + 1]  # the before and every good after, once
+    assert all(not res.error and res.ratio > 0 for res in results[:-1])
+    assert results[0].before_s == results[1].before_s  # one before for the group
+    assert results[-1].error and np.isnan(results[-1].ratio)
+
+
 def _shared_transpose(x, w):
     """A transpose read by a dot and, through a long chain, by that dot's other operand: the
     shape of a forward-pass transpose read again by a backward dot."""

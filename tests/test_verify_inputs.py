@@ -120,3 +120,18 @@ def test_scalar_inputs_stay_arrays_at_every_scale():
     specs = [jax.ShapeDtypeStruct((), t) for t in (jnp.float32, jnp.complex64)]
     for scale in (1.0, *RETRY_SCALES):
         assert all(isinstance(a, np.ndarray) and a.shape == () for a in runtime.random_inputs(specs, 0, scale))
+
+
+def test_a_program_nonfinite_at_every_scale_is_redrawn_on_its_first_set_only():
+    """Once no scale makes the first random set finite, the later sets are not redrawn: the
+    program makes non-finite outputs whatever the draw, and each redraw runs it again."""
+    runs = []
+
+    class Counting(InProcess):
+        def run(self, text, input_key, *a, **k):
+            runs.append(input_key)
+            return super().run(text, input_key, *a, **k)
+
+    v = Verifier(se.lower(jnp.log, SPEC), Counting(), num_random=3)
+    v.originals()
+    assert len(runs) == 3 + len(RETRY_SCALES), runs  # each set once, the first set's redraws

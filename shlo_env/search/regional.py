@@ -16,9 +16,10 @@ program evaluations only on what won there:
    out), else by site heat (`SearchContext.heat`).
 2. **Region judging**, `batch` sites per round: every alternative of each site, plus one
    region-before-against-itself control per region (its own noise), on the evaluator's worker,
-   or fanned out over `executor` (`region.evaluate_regions_on`) when one is given. A local
-   winner beats the region's noise on both its 10th-percentile and its median ratio. Regions
-   of more than `max_ops` ops compile slowly: their sites wait until every smaller one is done.
+   or fanned out over `executor` (`region.evaluate_regions_on`) when one is given, the
+   alternatives and the control of one region timed in one interleaved run. A local winner
+   beats the region's noise on both its 10th-percentile and its median ratio. Regions of more
+   than `max_ops` ops compile slowly: their sites wait until every smaller one is done.
 3. **Assembly.** The round's winners, largest predicted whole-program saving first
    (share x (1 - region ratio)), are added greedily to the current state: each combination is
    verified and timed on the whole program (`ctx.evaluate`) and kept when it passes the
@@ -79,7 +80,8 @@ class Regional(Strategy):
         inputs from one compile of the original with the boundaries as outputs (exact values)
         instead of random ones (no whole compile). `executor`: a `shlo_env.executors`
         executor to fan region compiles out over (default: the evaluator's worker). Regions
-        of more than `max_ops` ops (slow to compile) wait until every smaller one is judged.
+        of more than `max_ops` ops, constants not counted (slow to compile), wait until every
+        smaller one is judged.
         `sweep_share`: of the time left after the profile, kept for the sweeps (step 5)."""
         super().__init__(**aim)
         if batch < 1:
@@ -200,14 +202,14 @@ class Regional(Strategy):
         with self._timer("cut"):
             if self.cutter is None or self.cutter.program is not aug or self.cutter.profile is not prof:
                 self.cutter = region.RegionCutter(aug, prof)
-            regions = self.cutter.cut(list(sites))
-        cut = [r for r in regions if not (r.whole or getattr(r, "in_body", False))]
+            regions = self.cutter.cut(list(sites), self.max_ops if defer else None)
         if defer:
-            self.deferred += [r.sites[0] for r in cut if len(r.ops) > self.max_ops]
-            cut = [r for r in cut if len(r.ops) <= self.max_ops]
+            self.deferred += [r.sites[0] for r in regions if r.oversize]
+            regions = [r for r in regions if not r.oversize]
+        cut = [r for r in regions if not (r.whole or r.in_body)]
         winners: list[Winner] = []
         for r in regions:
-            if r.whole or getattr(r, "in_body", False):
+            if r.whole or r.in_body:
                 # a region cut from a loop body is one iteration alone: its ratio does not say
                 # what the loop around it does, so the site is judged on the whole program
                 self._note_fallback(r.reason if r.whole else "site inside a loop or conditional body", counts)
