@@ -10,7 +10,7 @@ import pytest
 from shlo_env import corpus
 from shlo_env.import_ import lower
 from shlo_env.region import Candidate, Region, RegionResult
-from shlo_env.search import get_strategy, strategies
+from shlo_env.search import get_strategy, regional, strategies
 from shlo_env.search.runner import SearchOptions, optimize_program
 
 SCAN = "reduce_window_prefix_to_scan"
@@ -48,6 +48,22 @@ def test_sweeps_go_by_the_region_evidence_summed_over_sites():
     assert strat.evidence["thin"] == pytest.approx(10 * 0.5 * 0.01)
     order = sorted(["unjudged", "loses", "thin"], key=strat.sweep_rank)
     assert order == ["thin", "unjudged", "loses"]
+
+
+def test_the_whole_estimate_comes_from_measured_evaluations_first():
+    from types import SimpleNamespace
+
+    from shlo_env.search.evaluator import EvaluatorStats
+
+    strat = get_strategy("regional")
+    strat.whole_s = []
+    stats = EvaluatorStats()
+    ctx = SimpleNamespace(evaluator=SimpleNamespace(stats=stats), original=SimpleNamespace(num_ops=lambda: 4000))
+    assert strat._whole_estimate(ctx) == pytest.approx(4000 * regional.COMPILE_S_PER_OP)  # nothing measured: a guess
+    stats.evaluated, stats.seconds = 2, 9.0  # the option screen and a fallback, say
+    assert strat._whole_estimate(ctx) == pytest.approx(4.5)
+    strat.whole_s = [6.0, 8.0]  # the assembly's own
+    assert strat._whole_estimate(ctx) == pytest.approx(7.0)
 
 
 def test_without_its_own_profile_the_sites_go_by_the_runners_measured_bounds():

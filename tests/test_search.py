@@ -352,11 +352,14 @@ def test_strategies_share_one_cache(multi_program):
     get_strategy("exhaustive").search(ctx)
     evaluated = ctx.evaluator.stats.evaluated
     hits = ctx.evaluator.stats.cache_hits
+    seconds = ctx.evaluator.stats.seconds
+    assert seconds > 0  # what the evaluations took: the regional strategy's whole estimate
     for name in ("beam", "mcts", "pick-first", "cost-model"):
         ctx.deadline = time.perf_counter() + 60
         get_strategy(name).search(ctx)
     assert ctx.evaluator.stats.evaluated == evaluated  # every state was already known
     assert ctx.evaluator.stats.cache_hits > hits
+    assert ctx.evaluator.stats.seconds == seconds  # cache hits take no evaluation time
     assert_each_state_compiled_once(ctx, worker)
 
 

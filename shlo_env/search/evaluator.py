@@ -188,6 +188,7 @@ class EvaluatorStats:
     retimed: int = 0
     costed: int = 0  # cost analyses (a compile, no run)
     featured: int = 0  # executables read for their features (a compile, no run)
+    seconds: float = 0.0  # wall seconds of the requests that were not cache hits (verify and time)
     # how many times each state key was verified / timed: every count is 1 (tests check it)
     verifications: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     timings: collections.Counter = dataclasses.field(default_factory=collections.Counter)
@@ -352,17 +353,20 @@ class Evaluator:
         if cached is not None and (not time_it or cached.timed or not cached.ok):
             self.stats.cache_hits += 1
             return cached
+        t0 = time.perf_counter()
         if cached is None:
             self.stats.evaluated += 1
             cached = self._verify(h, program, actions)
             if cached.failure is FailureKind.BUDGET:
                 self._abandoned.add(key)
+                self.stats.seconds += time.perf_counter() - t0
                 return cached  # abandoned during verification: not the candidate's fault, not cached
             self.cache[key] = cached
         if cached.ok and time_it and not cached.timed:
             self._time(cached)  # verified still when the budget cut it: timing can be retried later
         elif cached.ok and not cached.timed and not time_it and not cached.untimed:
             cached.verified_untimed("not asked: verified only (the strategy did not ask for a timing)")
+        self.stats.seconds += time.perf_counter() - t0
         return cached
 
     def untimed(self) -> dict[str, int]:

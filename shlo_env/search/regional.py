@@ -220,8 +220,8 @@ class Regional(Strategy):
         with self._timer("inputs"):
             inputs = self._inputs(ctx, aug, cut)
         for r, x in zip(cut, inputs):
-            if ctx.out_of_time() or (winners and ctx.time_left() < self._whole_estimate(ctx)):
-                break  # what is left must go to assembling the winners on the whole program
+            if ctx.out_of_time() or (winners and ctx.time_left() < self.reserve + self._whole_estimate(ctx)):
+                break  # what is left before the sweeps' time must go to assembling the winners
             # the region against itself first: its own noise, then every alternative of its site
             cands = [Candidate(r, {})] + r.candidates()
             with self._timer("regions"):
@@ -241,10 +241,14 @@ class Regional(Strategy):
         return winners
 
     def _whole_estimate(self, ctx: SearchContext) -> float:
-        """Seconds one whole-program evaluation takes: the mean so far, else a guess from the
-        program's size (a compile, verification and a timing)."""
+        """Seconds one whole-program evaluation takes: the mean of the assembly's so far, else
+        of the evaluator's (the option screen's, a fallback's), else a guess from the program's
+        size (a compile, verification and a timing)."""
         if self.whole_s:
             return sum(self.whole_s) / len(self.whole_s)
+        stats = ctx.evaluator.stats
+        if stats.evaluated:
+            return stats.seconds / stats.evaluated
         return COMPILE_S_PER_OP * ctx.original.num_ops()
 
     def _inputs(self, ctx: SearchContext, aug, regions: list[Region]) -> list:
