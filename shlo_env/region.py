@@ -19,7 +19,8 @@ first on those kernels alone, cut out as a small module that compiles and runs i
   of the unaugmented original works too when augment moved no op, and is rejected otherwise.
 - **The region** (`cut_region`): with a profile, every op of every kernel that holds a matched
   op; without one, the matched ops plus their fusible elementwise neighbours (two steps out).
-  It is closed under paths through the outside (convex), so it can stand alone, and cut out as
+  It is closed under paths through the outside (convex; from bitmasks of each op's descendants
+  and ancestors, `_Closure`), so it can stand alone, and cut out as
   `func.func @main(values read from outside) -> (values used outside)`; constants defined outside
   are cloned in, so XLA folds them as in the whole program. The cut keeps the alternatives ops,
   so `Region.before()` / `Region.after(choices)` are `driver.apply` on it. A site inside a loop
@@ -31,11 +32,13 @@ first on those kernels alone, cut out as a small module that compiles and runs i
 - **Inputs.** `boundary_inputs` runs the original once on its example inputs with every region's
   inputs as extra outputs (one compile for all regions of a program): exact values, so gathers
   and dynamic slices index as in the program (seeded random whole-program inputs when it has no
-  example inputs). `random_inputs` skips that compile: N(0,1) floats and integers in [-8, 8] (XLA clamps gather and dynamic-slice indices, so a
-  random index cannot fault, but it can read other rows than the program would). A region cut
+  example inputs). `random_inputs` skips that compile: N(0,1) floats and integers in [-8, 8]
+  (XLA clamps gather and dynamic-slice indices, so a random index cannot fault, but it can read
+  other rows than the program would). A region cut
   from a loop body always gets random inputs: its values change every iteration.
 - **Evaluation** (`evaluate_regions`): region-before and region-after compiled and timed side by
-  side on one runner; `RegionResult.predicted` = 1 - share x (1 - region ratio), where share is
+  side on one runner, a region's control and alternatives in one interleaved run
+  (`judge_group`); `RegionResult.predicted` = 1 - share x (1 - region ratio), where share is
   the region's kernels' share of the profile's summed kernel time. `evaluate_regions_on` fans
   the compiles out over a `shlo_env.executors` executor; timings hold its device lock, so they
   never overlap on one device.
