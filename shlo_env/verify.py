@@ -15,8 +15,10 @@ gives a non-finite value in a float output (a Kalman covariance or a Lennard-Jon
 that overflows on N(0,1) inputs) says nothing about a rewrite that reassociates, so it is
 redrawn with the same seed and its float inputs scaled by each of `RETRY_SCALES` in turn;
 the first scale on which every output of the original is finite replaces it (one more run
-of the original per try). If none is, the N(0,1) set stays. The scales are a decade apart:
-at half scale the original can still sit on the edge of overflow, where a rewrite that
+of the original per try). If none is, the N(0,1) set stays, and the later sets are not
+redrawn: the original is then most likely non-finite whatever the draw (a batch-norm state's
+rsqrt of a random negative variance), and each try would only run it again. The scales are a
+decade apart: at half scale the original can still sit on the edge of overflow, where a rewrite that
 rounds differently overflows first (the Kalman filter's all-sites `small_dot_to_reduce`).
 The `Verifier` is the one place that decides the sets: the evaluator times on its set 0, and
 `optimize` checks the winner on it; `optimize`'s check of a cached result redraws its one
@@ -192,7 +194,7 @@ class Verifier:
             for i in range(self._first_random, len(self._keys)):
                 if redraw and not all_finite(outputs[i]):
                     outputs[i] = self._redraw(i, outputs[i])
-                    # no scale gave finite outputs: the program makes them whatever the draw
+                    # no scale gave finite outputs: the program most likely makes them whatever the draw
                     # (a batch-norm state's rsqrt of a negative variance); redrawing the other
                     # sets would only run it again (a 4k-op train step: 10 s of a 60 s budget)
                     redraw = all_finite(outputs[i])
