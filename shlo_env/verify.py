@@ -18,8 +18,9 @@ the first scale on which every output of the original is finite replaces it (one
 of the original per try). If none is, the N(0,1) set stays, and the later sets are not
 redrawn: the original is then most likely non-finite whatever the draw (a batch-norm state's
 rsqrt of a random negative variance), and each try would only run it again. The scales are a
-decade apart: at half scale the original can still sit on the edge of overflow, where a rewrite that
-rounds differently overflows first (the Kalman filter's all-sites `small_dot_to_reduce`).
+decade apart: at half scale the original can still sit on the edge of overflow, where a
+rewrite that rounds differently overflows first (the Kalman filter's all-sites
+`small_dot_to_reduce`).
 The `Verifier` is the one place that decides the sets: the evaluator times on its set 0, and
 `optimize` checks the winner on it; `optimize`'s check of a cached result redraws its one
 random set the same way (`finite_redraw`).
