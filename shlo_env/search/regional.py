@@ -274,7 +274,7 @@ class Regional(Strategy):
                        bounds: dict[int, float]) -> list[Winner]:
         """The best alternative of the region's site, if it beats the region's noise."""
         margin = self.noise_margin(control)
-        share = r.share if r.share is not None else bounds.get(r.sites[0], 0.0)
+        share = _share(r, bounds)
         best: Winner | None = None
         for res in results:
             if not (res.ratio < 1 - margin and res.median_ratio < 1 - margin):
@@ -287,7 +287,7 @@ class Regional(Strategy):
 
     def _weigh(self, r: Region, results: list[RegionResult], bounds: dict[int, float]) -> None:
         """Add each alternative's predicted saving to its pattern's evidence (winner or not)."""
-        share = r.share if r.share is not None else bounds.get(r.sites[0], 0.0)
+        share = _share(r, bounds)
         for res in results:
             (site, choice), = res.candidate.choices.items()
             if math.isfinite(res.ratio):
@@ -368,3 +368,8 @@ class Regional(Strategy):
             self.info.setdefault("taken", []).append(f"{what}, whole {ev.ratio:.3f})")
             return child, ev.ratio, trial
         return state, ratio, vec
+
+
+def _share(r: Region, bounds: dict[int, float]) -> float:
+    """The region's share of the runtime: its profiled kernels', else its site's bound."""
+    return r.share if r.share is not None else bounds.get(r.sites[0], 0.0)
