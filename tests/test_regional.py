@@ -66,6 +66,29 @@ def test_the_whole_estimate_comes_from_measured_evaluations_first():
     assert strat._whole_estimate(ctx) == pytest.approx(7.0)
 
 
+def test_winners_too_small_to_see_alone_are_pooled_and_tried_together():
+    from types import SimpleNamespace
+
+    strat = get_strategy("regional")
+    strat.pool, strat.reserve = [], 0.0
+    ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: 100.0)
+    tried = []
+
+    def fake_try(ctx, exp, trial, state, ratio, vec, counts, count, what):
+        tried.append((what.split(" (")[0], [i for i, c in enumerate(trial) if c]))
+        return state, ratio, vec
+
+    strat._try = fake_try
+    W = regional.Winner
+    big, small1, small2 = W(0.03, 0, 1, "big", 0.7), W(0.008, 1, 1, "a", 0.8), W(0.007, 2, 2, "b", 0.8)
+    assert strat._assemblable(ctx, [small1]) is False  # 0.8 %: a whole timing cannot see it
+    strat._assemble(ctx, None, [big, small1], "s", 1.0, [0] * 4, {})
+    assert tried == [("big@0", [0])] and strat.pool == [small1]  # the big one alone; the small one waits
+    assert strat._assemblable(ctx, [small2, W(0.006, 3, 1, "c", 0.9)])
+    strat._assemble(ctx, None, [small2, W(0.006, 3, 1, "c", 0.9)], "s", 1.0, [0] * 4, {})
+    assert tried[1] == ("3 winners together", [1, 2, 3]) and strat.pool == []  # 2.1 % together
+
+
 def test_without_its_own_profile_the_sites_go_by_the_runners_measured_bounds():
     from types import SimpleNamespace
 
