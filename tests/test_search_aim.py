@@ -198,6 +198,14 @@ def test_no_start_move_without_a_verified_gain(hot_program):
     assert ctx.evaluator.stats.evaluated == 0  # a slower screen ratio is not even verified
 
 
+def test_an_option_faster_by_less_than_the_least_gain_is_not_verified(hot_program):
+    worker = ModelWorker(pass_factor={FAST: 0.99})  # 1 % faster; the search screens for 3 % here
+    ctx, _ = make_ctx(hot_program, worker, patterns=PATTERNS, passes=(FAST,))
+    assert ctx.threshold < 0.99
+    start = Beam().begin(ctx)
+    assert start is ctx.root and ctx.evaluator.stats.evaluated == 0
+
+
 def test_screen_can_be_turned_off(hot_program):
     worker = ModelWorker(pass_factor={FAST: 0.5})
     ctx, _ = make_ctx(hot_program, worker, patterns=PATTERNS, passes=(FAST,))
