@@ -341,9 +341,9 @@ class Regional(Strategy):
             trial = list(vec)
             for w in group:
                 trial[w.site] = w.choice
-            w = group[0]
-            what = (f"{w.label}@{w.site} (saving {w.saving:.2%}, region {w.ratio:.3f}" if len(group) == 1 else
-                    f"{len(group)} winners together (saving {sum(w.saving for w in group):.2%}")
+            one = group[0]
+            what = (f"{one.label}@{one.site} (saving {one.saving:.2%}, region {one.ratio:.3f}" if len(group) == 1
+                    else f"{len(group)} winners together (saving {sum(w.saving for w in group):.2%}")
             state, ratio, vec = self._try(ctx, exp, trial, state, ratio, vec, counts, "assembled", what)
         return state, ratio, vec
 
@@ -395,7 +395,7 @@ class Regional(Strategy):
         outcome = f"whole {ev.ratio:.3f}" if ev.timed else (ev.error or f"untimed: {ev.untimed}")[:120]
         self.info.setdefault("tried", []).append(f"{what}, {outcome})")
         if ctx.improves(ev, ratio):
-            self.info.setdefault("taken", []).append(f"{what}, whole {ev.ratio:.3f})")
+            self.info.setdefault("taken", []).append(f"{what}, {outcome})")
             return child, ev.ratio, trial
         return state, ratio, vec
 
