@@ -12,7 +12,7 @@ beam search's single choices come after every rewrite). The screen runs first in
    short screen covers the options that moved corpus programs most often.
 2. The screen's ratios only rank; nothing is accepted by them. The `verify_top` options that
    looked faster by the search's least gain (a screen ratio under `ctx.threshold`: on the zoo
-   and the corpus, none of 28 screened between that and 1 passed its evaluation) are
+   and the corpus, none of 31 screened between that and 1 passed its evaluation) are
    evaluated like any candidate (`SearchContext.evaluate`: verified on every
    input set within the option's numerics tier, timed side by side, a new best timed twice),
    and the compiles the screen made are reused by that evaluation (the worker caches by text
