@@ -329,12 +329,7 @@ class Regional(Strategy):
         A winner predicted to save less than the rule can see (`_detectable`) is not tried
         alone: it waits in `self.pool`, and the pool is tried at once when its savings add up
         to that. Not into the time kept for the sweeps (`self.reserve`)."""
-        gain = self._detectable(ctx)
-        self.pool += [w for w in winners if w.saving < gain]
-        trials = [[w] for w in sorted(winners, key=lambda w: -w.saving) if w.saving >= gain]
-        if self.pool and sum(w.saving for w in self.pool) >= gain:
-            trials.append(self.pool)
-            self.pool = []
+        trials, self.pool = self._trials(ctx, winners)
         for group in trials:
             if ctx.out_of_time() or ctx.time_left() < self.reserve:  # the sweeps' time
                 break
@@ -354,10 +349,19 @@ class Regional(Strategy):
         0.96-1.09)."""
         return max(0.0, 1.0 - ctx.threshold)
 
+    def _trials(self, ctx: SearchContext, winners: list[Winner]) -> tuple[list[list[Winner]], list[Winner]]:
+        """The whole-program trials `winners` make with the pool (each big one alone, largest
+        first; then the pool at once if its savings reach `_detectable`), and the pool after."""
+        gain = self._detectable(ctx)
+        pool = self.pool + [w for w in winners if w.saving < gain]
+        trials = [[w] for w in sorted(winners, key=lambda w: -w.saving) if w.saving >= gain]
+        if pool and sum(w.saving for w in pool) >= gain:
+            return trials + [pool], []
+        return trials, pool
+
     def _assemblable(self, ctx: SearchContext, winners: list[Winner]) -> bool:
         """Whether `winners` would start a whole-program evaluation (`_assemble`)."""
-        gain = self._detectable(ctx)
-        return any(w.saving >= gain for w in winners) or sum(w.saving for w in self.pool + winners) >= gain
+        return bool(self._trials(ctx, winners)[0])
 
     def _sweep(self, ctx: SearchContext, exp: Expansion, state: State, ratio: float, vec: list[int],
                counts: dict) -> tuple[State, float, list[int]]:
