@@ -38,14 +38,16 @@ def test_a_region_win_must_beat_the_regions_own_noise():
 def test_sweeps_go_by_the_region_evidence_summed_over_sites():
     # a pattern whose regions each sit inside their noise but save in sum is swept first
     strat = get_strategy("regional")
-    strat.evidence = {}
+    strat.evidence, strat.losing = {}, set()
     region = Region(program=None, sites=(0,), local={0: 0}, labels={0: ("original", "thin", "loses")},
                     tiers={0: (0, 0, 0)}, share=0.5)
+    control = RegionResult(Candidate(region, {}), ratio=1.01, median_ratio=1.0)  # noise margin 2 %
     for _ in range(10):
-        strat._weigh(region, [RegionResult(Candidate(region, {0: 1}), ratio=0.99, median_ratio=0.99),
+        strat._weigh(region, control, [RegionResult(Candidate(region, {0: 1}), ratio=0.99, median_ratio=0.99),
                               RegionResult(Candidate(region, {0: 2}), ratio=1.05, median_ratio=1.05),
                               RegionResult(Candidate(region, {0: 2}), ratio=float("nan"), median_ratio=1.0)], {})
     assert strat.evidence["thin"] == pytest.approx(10 * 0.5 * 0.01)
+    assert strat.losing == {(0, 2)}  # 5 % slower, beyond the region's 2 % margin: left out of a lead
     order = sorted(["unjudged", "loses", "thin"], key=strat.sweep_rank)
     assert order == ["thin", "unjudged", "loses"]
 
@@ -70,7 +72,7 @@ def test_winners_too_small_to_see_alone_are_pooled_and_tried_together():
     from types import SimpleNamespace
 
     strat = get_strategy("regional")
-    strat.pool, strat.reserve = [], 0.0
+    strat.pool, strat.reserve, strat.led, strat.losing = [], 0.0, set(), set()
     ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: 100.0)
     tried = []
 
@@ -81,12 +83,50 @@ def test_winners_too_small_to_see_alone_are_pooled_and_tried_together():
     strat._try = fake_try
     W = regional.Winner
     big, small1, small2 = W(0.03, 0, 1, "big", 0.7), W(0.008, 1, 1, "a", 0.8), W(0.007, 2, 2, "b", 0.8)
+    exp = _exp([("original", "big"), ("original", "a"), ("original", "x", "b"), ("original", "c")])
     assert strat._assemblable(ctx, [small1]) is False  # 0.8 %: a whole timing cannot see it
-    strat._assemble(ctx, None, [big, small1], "s", 1.0, [0] * 4, {})
+    strat._assemble(ctx, exp, [big, small1], "s", 1.0, [0] * 4, {})
     assert tried == [("big@0", [0])] and strat.pool == [small1]  # the big one alone; the small one waits
     assert strat._assemblable(ctx, [small2, W(0.006, 3, 1, "c", 0.9)])
-    strat._assemble(ctx, None, [small2, W(0.006, 3, 1, "c", 0.9)], "s", 1.0, [0] * 4, {})
+    strat._assemble(ctx, exp, [small2, W(0.006, 3, 1, "c", 0.9)], "s", 1.0, [0] * 4, {})
     assert tried[1] == ("3 winners together", [1, 2, 3]) and strat.pool == []  # 2.1 % together
+
+
+def _exp(labels):
+    """An expansion of rewrite dimensions with these labels (a stand-in for `ctx.expand`'s)."""
+    from shlo_env.search.base import Dim
+    from types import SimpleNamespace
+
+    dims = [Dim("rewrite", tuple(ls), i) for i, ls in enumerate(labels)]
+    return SimpleNamespace(dims=dims, num_rewrites=len(dims))
+
+
+def test_a_winner_leads_with_its_rewrite_at_every_site_not_judged_losing():
+    from types import SimpleNamespace
+
+    strat = get_strategy("regional")
+    strat.pool, strat.reserve, strat.led = [], 0.0, set()
+    strat.losing = {(3, 1)}  # site 3's region lost with the rewrite beyond its noise
+    ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: 100.0)
+    tried = []
+
+    def fake_try(ctx, exp, trial, state, ratio, vec, counts, count, what):  # keeps nothing
+        tried.append((what.split(" (")[0], trial))
+        return state, ratio, vec
+
+    strat._try = fake_try
+    W = regional.Winner
+    exp = _exp([("original", "p"), ("original", "q", "p"), ("original", "q"), ("original", "p"), ("original", "p")])
+    win = W(0.03, 0, 1, "p", 0.7)
+    strat._assemble(ctx, exp, [win], "s", 1.0, [0] * 5, {})
+    # p at sites 0, 1 (its second choice) and 4, not at 3 (it lost there); not kept: the winner waits
+    assert tried == [("p led by @0", [1, 2, 0, 0, 1])] and strat.pool == [win] and strat.led == {"p"}
+    strat._assemble(ctx, exp, [W(0.025, 4, 1, "p", 0.8)], "s", 1.0, [0] * 5, {})
+    # p has led once: its winners go alone as before, the new one and the pooled first one
+    assert [t[0] for t in tried[1:]] == ["p@4", "p@0"] and strat.pool == []
+    alone = W(0.03, 2, 1, "q", 0.7)  # q at sites 1 and 2; site 1 already holds p: q alone
+    strat._assemble(ctx, exp, [alone], "s", 1.0, [1, 2, 0, 0, 0], {})
+    assert tried[3] == ("q@2", [1, 2, 1, 0, 0])
 
 
 def test_without_its_own_profile_the_sites_go_by_the_runners_measured_bounds():

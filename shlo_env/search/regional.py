@@ -23,16 +23,21 @@ program evaluations only on what won there:
 3. **Assembly.** The round's winners, largest predicted whole-program saving first
    (share x (1 - region ratio)), are added greedily to the current state: each combination is
    verified and timed on the whole program (`ctx.evaluate`) and kept when it passes the
-   acceptance rule (`ctx.improves`) against the current state. A winner predicted to save
-   less than that rule can see (`1 - ctx.threshold`) is not worth a whole evaluation alone:
-   such winners are pooled across rounds and tried together once their savings add up to it.
+   acceptance rule (`ctx.improves`) against the current state. A winner big enough to see
+   leads with its rewrite: the first time a rewrite wins, it is tried at every site of the
+   program that no region judged losing (a whole evaluation costs the same for one site or
+   twenty, and on the zoo the gains were in rewrites taken at many sites); if that is not
+   kept, the winner alone joins the pool. A winner predicted to save less than the rule can
+   see (`1 - ctx.threshold`) is not worth a whole evaluation alone: such winners are pooled
+   across rounds and tried together once their savings add up to it.
 4. **Fallback.** A site whose region cannot be cut (inside a loop or conditional body, side
    effects, a failed cut or region run) is judged on the whole program instead: its singles
    are evaluated like any whole candidate, and one that passes the acceptance rule joins the
    winners.
 5. **Sweeps.** When every site is judged, or when only `sweep_share` of the time after the
    profile is left (judging and assembly stop there), each rewrite taken at all its sites at
-   once (`SearchContext.sweeps`) is added to the current state and judged on the whole program like a winner: a gain spread
+   once (`SearchContext.sweeps`; not those a winner led) is added to the current state and
+   judged on the whole program like a winner: a gain spread
    thinly over many sites (2-4 % from one elementwise rewrite at 19 sites of a ResNet, 9 % from
    one at 32 sites of a BERT train step) is inside each region's noise, not the whole's. Those
    whose region results summed over the judged sites (share x (1 - region ratio), winners or
@@ -128,6 +133,8 @@ class Regional(Strategy):
         self.deferred: list[int] = []  # sites whose region is large: judged last
         self.pool: list[Winner] = []  # winners each too small to try alone (`_assemble`)
         self.evidence: dict[str, float] = {}  # pattern -> predicted saving summed over judged sites
+        self.losing: set[tuple[int, int]] = set()  # (site, choice) whose region lost beyond its noise
+        self.led: set[str] = set()  # rewrites a winner led at all their sites (`_lead`)
         self.reserve = self.sweep_share * ctx.time_left()  # the sweeps' (step 5)
         for todo, defer in ((sites, True), (self.deferred, False)):
             for i in range(0, len(todo), self.batch):
@@ -240,7 +247,7 @@ class Regional(Strategy):
                 self._note_fallback("the region did not run", counts)
                 winners += self._whole_singles(ctx, exp, r.sites[0], counts)
                 continue
-            self._weigh(r, rest, bounds)
+            self._weigh(r, control, rest, bounds)
             winners += self._local_winners(r, control, rest, bounds)
         counts["winners"] += len(winners)
         return winners
@@ -290,14 +297,18 @@ class Regional(Strategy):
                 best = w
         return [best] if best is not None else []
 
-    def _weigh(self, r: Region, results: list[RegionResult], bounds: dict[int, float]) -> None:
-        """Add each alternative's predicted saving to its pattern's evidence (winner or not)."""
+    def _weigh(self, r: Region, control: RegionResult, results: list[RegionResult], bounds: dict[int, float]) -> None:
+        """Add each alternative's predicted saving to its pattern's evidence (winner or not);
+        note those that lost beyond the region's noise (`self.losing`: left out of a lead)."""
         share = _share(r, bounds)
+        margin = self.noise_margin(control)
         for res in results:
             (site, choice), = res.candidate.choices.items()
             if math.isfinite(res.ratio):
                 label = r.labels[site][choice]
                 self.evidence[label] = self.evidence.get(label, 0.0) + share * (1 - res.ratio)
+                if res.ratio > 1 + margin and res.median_ratio > 1 + margin:
+                    self.losing.add((site, choice))
 
     def _note_fallback(self, reason: str, counts: dict) -> None:
         counts["fallback_sites"] += 1
@@ -333,14 +344,40 @@ class Regional(Strategy):
         for group in trials:
             if ctx.out_of_time() or ctx.time_left() < self.reserve:  # the sweeps' time
                 break
+            one = group[0]
+            lead = self._lead(exp, one, vec) if len(group) == 1 else None
+            if lead is not None:
+                self.led.add(one.label)
+                n = sum(1 for c, t in zip(vec, lead) if t and not c)
+                before = state
+                state, ratio, vec = self._try(ctx, exp, lead, state, ratio, vec, counts, "assembled",
+                                              f"{one.label} led by @{one.site} ({n} sites, saving {one.saving:.2%} "
+                                              f"at the winner, region {one.ratio:.3f}")
+                if state is not before:
+                    continue
+                self.pool.append(one)  # the winner alone: with the next pool
+                continue
             trial = list(vec)
             for w in group:
                 trial[w.site] = w.choice
-            one = group[0]
             what = (f"{one.label}@{one.site} (saving {one.saving:.2%}, region {one.ratio:.3f}" if len(group) == 1
                     else f"{len(group)} winners together (saving {sum(w.saving for w in group):.2%}")
             state, ratio, vec = self._try(ctx, exp, trial, state, ratio, vec, counts, "assembled", what)
         return state, ratio, vec
+
+    def _lead(self, exp: Expansion, w: Winner, vec: list[int]) -> list[int] | None:
+        """The trial of `w`'s rewrite at every site offering it that no region judged losing,
+        added to `vec`; None when that is `w` alone, or when the rewrite has led before."""
+        if w.label in self.led:
+            return None
+        trial = list(vec)
+        for i, d in enumerate(exp.dims[:exp.num_rewrites]):
+            if not trial[i] and w.label in d.labels[1:]:
+                k = d.labels.index(w.label, 1)
+                if (i, k) not in self.losing:
+                    trial[i] = k
+        trial[w.site] = w.choice
+        return trial if sum(1 for c, t in zip(vec, trial) if t and not c) > 1 else None
 
     def _detectable(self, ctx: SearchContext) -> float:
         """The smallest whole-program gain the acceptance rule takes (`ctx.threshold`): a
@@ -371,6 +408,8 @@ class Regional(Strategy):
         for sweep in sorted(ctx.sweeps(exp, self.hot_first), key=lambda v: self.sweep_rank(sweep_label(exp, v))):
             if ctx.out_of_time():
                 break
+            if sweep_label(exp, sweep) in self.led:
+                continue  # tried at its sites (those not judged losing) when a winner led it
             trial = [c or t for c, t in zip(vec, sweep)]
             if trial == vec:
                 continue
