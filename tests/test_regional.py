@@ -38,7 +38,7 @@ def test_a_region_win_must_beat_the_regions_own_noise():
 def test_sweeps_go_by_the_region_evidence_summed_over_sites():
     # a pattern whose regions each sit inside their noise but save in sum is swept first
     strat = get_strategy("regional")
-    strat.evidence, strat.losing = {}, set()
+    strat._reset()
     region = Region(program=None, sites=(0,), local={0: 0}, labels={0: ("original", "thin", "loses")},
                     tiers={0: (0, 0, 0)}, share=0.5)
     control = RegionResult(Candidate(region, {}), ratio=1.01, median_ratio=1.0)  # noise margin 2 %
@@ -58,7 +58,7 @@ def test_the_whole_estimate_comes_from_measured_evaluations_first():
     from shlo_env.search.evaluator import EvaluatorStats
 
     strat = get_strategy("regional")
-    strat.whole_s = []
+    strat._reset()
     stats = EvaluatorStats()
     ctx = SimpleNamespace(evaluator=SimpleNamespace(stats=stats), original=SimpleNamespace(num_ops=lambda: 4000))
     assert strat._whole_estimate(ctx) == pytest.approx(4000 * regional.COMPILE_S_PER_OP)  # nothing measured: a guess
@@ -72,7 +72,7 @@ def test_winners_too_small_to_see_alone_are_pooled_and_tried_together():
     from types import SimpleNamespace
 
     strat = get_strategy("regional")
-    strat.pool, strat.reserve, strat.led, strat.losing = [], 0.0, set(), set()
+    strat._reset()
     ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: 100.0)
     tried = []
 
@@ -105,7 +105,7 @@ def test_a_winner_leads_with_its_rewrite_at_every_site_not_judged_losing():
     from types import SimpleNamespace
 
     strat = get_strategy("regional")
-    strat.pool, strat.reserve, strat.led = [], 0.0, set()
+    strat._reset()
     strat.losing = {(3, 1)}  # site 3's region lost with the rewrite beyond its noise
     ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: 100.0)
     tried = []
@@ -127,6 +127,29 @@ def test_a_winner_leads_with_its_rewrite_at_every_site_not_judged_losing():
     alone = W(0.03, 2, 1, "q", 0.7)  # q at sites 1 and 2; site 1 already holds p: q alone
     strat._assemble(ctx, exp, [alone], "s", 1.0, [1, 2, 0, 0, 0], {})
     assert tried[3] == ("q@2", [1, 2, 1, 0, 0])
+
+
+def test_no_whole_evaluation_starts_that_cannot_end_before_the_deadline():
+    from types import SimpleNamespace
+
+    strat = get_strategy("regional")
+    strat._reset()
+    left = [10.0]
+    ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: left[0],
+                          sweeps=lambda exp, hot_first: iter([[1, 0], [0, 1]]))
+    tried = []
+
+    def fake_try(ctx, exp, trial, state, ratio, vec, counts, count, what):
+        tried.append(trial)
+        left[0] -= 6.0  # each whole evaluation takes 6 s
+        strat.whole_s.append(6.0)
+        return state, ratio, vec
+
+    strat._try = fake_try
+    exp = _exp([("original", "a"), ("original", "b")])
+    strat._sweep(ctx, exp, "s", 1.0, [0, 0], {})
+    assert tried == [[1, 0]]  # 4 s left after the first, which took 6 s: the second is not started
+    assert strat.info["stopped"].startswith("4.0 s left")
 
 
 def test_without_its_own_profile_the_sites_go_by_the_runners_measured_bounds():

@@ -115,9 +115,7 @@ class Regional(Strategy):
         counts = dict(region_candidates=0, region_controls=0, region_failed=0, fallback_sites=0,
                       whole_candidates=0, winners=0, assembled=0, sites_judged=0)
         self.info.update(counts, profile="none", fallback_reasons={})
-        self.spent: dict[str, float] = {}  # seconds per step (profile, order, cut, regions, whole)
-        self.whole_s: list[float] = []  # seconds per whole-program evaluation in the assembly
-        self.cutter: region.RegionCutter | None = None  # one graph of the program for every batch
+        self._reset()
         evaluated0 = ctx.evaluator.stats.evaluated
         exp = ctx.expand(start)
         if exp.num_rewrites == 0 or exp.augmented is None:
@@ -130,11 +128,6 @@ class Regional(Strategy):
         self.info["sites"] = len(sites)
         state, ratio = start, self.start_ratio(ctx, start)
         vec = [0] * len(exp.dims)
-        self.deferred: list[int] = []  # sites whose region is large: judged last
-        self.pool: list[Winner] = []  # winners each too small to try alone (`_assemble`)
-        self.evidence: dict[str, float] = {}  # pattern -> predicted saving summed over judged sites
-        self.losing: set[tuple[int, int]] = set()  # (site, choice) whose region lost beyond its noise
-        self.led: set[str] = set()  # rewrites a winner led at all their sites (`_lead`)
         self.reserve = self.sweep_share * ctx.time_left()  # the sweeps' (step 5)
         for todo, defer in ((sites, True), (self.deferred, False)):
             for i in range(0, len(todo), self.batch):
@@ -155,6 +148,18 @@ class Regional(Strategy):
                          per_minute=round(60 * (counts["region_candidates"] + counts["whole_candidates"])
                                           / max(elapsed, 1e-9), 1))
         return ctx.best
+
+    def _reset(self) -> None:
+        """What one search accumulates, empty."""
+        self.spent: dict[str, float] = {}  # seconds per step (profile, order, cut, regions, whole)
+        self.whole_s: list[float] = []  # seconds per whole-program evaluation in the assembly and sweeps
+        self.cutter: region.RegionCutter | None = None  # one graph of the program for every batch
+        self.deferred: list[int] = []  # sites whose region is large: judged last
+        self.pool: list[Winner] = []  # winners each too small to try alone (`_assemble`)
+        self.evidence: dict[str, float] = {}  # pattern -> predicted saving summed over judged sites
+        self.losing: set[tuple[int, int]] = set()  # (site, choice) whose region lost beyond its noise
+        self.led: set[str] = set()  # rewrites a winner led at all their sites (`_lead`)
+        self.reserve = 0.0  # seconds kept for the sweeps (step 5), set once the profile is taken
 
     @contextlib.contextmanager
     def _timer(self, step: str) -> Iterator[None]:
@@ -342,7 +347,7 @@ class Regional(Strategy):
         to that. Not into the time kept for the sweeps (`self.reserve`)."""
         trials, self.pool = self._trials(ctx, winners)
         for group in trials:
-            if ctx.out_of_time() or ctx.time_left() < self.reserve:  # the sweeps' time
+            if ctx.out_of_time() or ctx.time_left() < self.reserve or not self._fits(ctx):  # the sweeps' time
                 break
             one = group[0]
             lead = self._lead(exp, one, vec) if len(group) == 1 else None
@@ -379,6 +384,16 @@ class Regional(Strategy):
         trial[w.site] = w.choice
         return trial if sum(1 for c, t in zip(vec, trial) if t and not c) > 1 else None
 
+    def _fits(self, ctx: SearchContext) -> bool:
+        """Whether a whole-program evaluation can end before the search's deadline: the time
+        left is at least the fastest one so far. One that cannot is cut at the deadline and
+        its worker restarted, and the runner's confirmation then pays that restart again."""
+        if not self.whole_s or ctx.time_left() >= min(self.whole_s):
+            return True
+        self.info["stopped"] = (f"{ctx.time_left():.1f} s left, a whole-program evaluation took "
+                                f"{min(self.whole_s):.1f} s or more")
+        return False
+
     def _detectable(self, ctx: SearchContext) -> float:
         """The smallest whole-program gain the acceptance rule takes (`ctx.threshold`): a
         predicted saving under it is, alone, one a whole-program timing cannot tell from noise
@@ -406,7 +421,7 @@ class Regional(Strategy):
         the current state and kept when it passes the acceptance rule (step 5)."""
         counts.setdefault("sweeps", 0)
         for sweep in sorted(ctx.sweeps(exp, self.hot_first), key=lambda v: self.sweep_rank(sweep_label(exp, v))):
-            if ctx.out_of_time():
+            if ctx.out_of_time() or not self._fits(ctx):
                 break
             if sweep_label(exp, sweep) in self.led:
                 continue  # tried at its sites (those not judged losing) when a winner led it
