@@ -127,6 +127,13 @@ def test_a_winner_leads_with_its_rewrite_at_every_site_not_judged_losing():
     alone = W(0.03, 2, 1, "q", 0.7)  # q at sites 1 and 2; site 1 already holds p: q alone
     strat._assemble(ctx, exp, [alone], "s", 1.0, [1, 2, 0, 0, 0], {})
     assert tried[3] == ("q@2", [1, 2, 1, 0, 0])
+    # in the time kept for the sweeps, a lead still goes (it is a sweep), a winner alone does not
+    strat._reset()
+    strat.reserve = 200.0
+    strat._assemble(ctx, exp, [W(0.03, 0, 1, "p", 0.7), W(0.025, 2, 1, "q", 0.7)], "s", 1.0, [0] * 5, {})
+    assert [t[0] for t in tried[4:]] == ["p led by @0", "q led by @2"]
+    strat._assemble(ctx, exp, [W(0.03, 4, 1, "p", 0.7)], "s", 1.0, [0] * 5, {})
+    assert len(tried) == 6
 
 
 def test_no_whole_evaluation_starts_that_cannot_end_before_the_deadline():

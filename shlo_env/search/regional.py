@@ -344,13 +344,16 @@ class Regional(Strategy):
         whole-program combination that passes the acceptance rule against the current one.
         A winner predicted to save less than the rule can see (`_detectable`) is not tried
         alone: it waits in `self.pool`, and the pool is tried at once when its savings add up
-        to that. Not into the time kept for the sweeps (`self.reserve`)."""
+        to that. Not into the time kept for the sweeps (`self.reserve`), except a lead: that is
+        the sweep of a rewrite that won on a region, the best evidence any sweep has."""
         trials, self.pool = self._trials(ctx, winners)
         for group in trials:
-            if ctx.out_of_time() or ctx.time_left() < self.reserve or not self._fits(ctx):  # the sweeps' time
+            if ctx.out_of_time() or not self._fits(ctx):
                 break
             one = group[0]
             lead = self._lead(exp, one, vec) if len(group) == 1 else None
+            if lead is None and ctx.time_left() < self.reserve:
+                continue  # the sweeps' time: a lead is a sweep, with the best evidence of any
             if lead is not None:
                 self.led.add(one.label)
                 n = sum(1 for c, t in zip(vec, lead) if t and not c)
