@@ -356,14 +356,12 @@ class Regional(Strategy):
                 continue  # the sweeps' time: a lead is a sweep, with the best evidence of any
             if lead is not None:
                 self.led.add(one.label)
-                n = sum(1 for c, t in zip(vec, lead) if t and not c)
                 before = state
                 state, ratio, vec = self._try(ctx, exp, lead, state, ratio, vec, counts, "assembled",
-                                              f"{one.label} led by @{one.site} ({n} sites, saving {one.saving:.2%} "
-                                              f"at the winner, region {one.ratio:.3f}")
-                if state is not before:
-                    continue
-                self.pool.append(one)  # the winner alone: with the next pool
+                                              f"{one.label} led by @{one.site} ({_added(vec, lead)} sites, saving "
+                                              f"{one.saving:.2%} at the winner, region {one.ratio:.3f}")
+                if state is before:
+                    self.pool.append(one)  # not kept: the winner alone goes with the next pool
                 continue
             trial = list(vec)
             for w in group:
@@ -385,7 +383,7 @@ class Regional(Strategy):
                 if (i, k) not in self.losing:
                     trial[i] = k
         trial[w.site] = w.choice
-        return trial if sum(1 for c, t in zip(vec, trial) if t and not c) > 1 else None
+        return trial if _added(vec, trial) > 1 else None
 
     def _fits(self, ctx: SearchContext) -> bool:
         """Whether a whole-program evaluation can end before the search's deadline: the time
@@ -459,6 +457,11 @@ class Regional(Strategy):
             self.info.setdefault("taken", []).append(f"{what}, {outcome})")
             return child, ev.ratio, trial
         return state, ratio, vec
+
+
+def _added(vec: Sequence[int], trial: Sequence[int]) -> int:
+    """How many sites `trial` rewrites that `vec` leaves as they are."""
+    return sum(1 for c, t in zip(vec, trial) if t and not c)
 
 
 def _share(r: Region, bounds: dict[int, float]) -> float:
