@@ -18,10 +18,15 @@ def chain(a, b, v):
     return (a @ b) @ v
 
 
+ON_GPU = jax.default_backend() == "gpu"
+
+
 @pytest.fixture(scope="module")
 def chain_args():
+    # A GPU runs the 256-wide product in the launch's own time: no order is faster there.
+    n = 2048 if ON_GPU else 256
     rng = np.random.default_rng(0)
-    return [f32(rng, 256, 256), f32(rng, 256, 256), f32(rng, 256, 1)]
+    return [f32(rng, n, n), f32(rng, n, n), f32(rng, n, 1)]
 
 
 class ZeroProduct(Pattern):
@@ -71,7 +76,9 @@ def test_optimize_finds_the_cheaper_order_and_matches_jit(chain_args):
     want = jax.jit(chain)(*chain_args)
     got = opt(*chain_args)
     assert got.shape == want.shape and got.dtype == want.dtype
-    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-2)
+    # float32 sums of 256 terms here; on a GPU, 2048 terms of TF32 products (its default precision)
+    tol = dict(rtol=2e-2, atol=2e-2 * float(np.abs(want).max())) if ON_GPU else dict(rtol=1e-3, atol=1e-2)
+    np.testing.assert_allclose(got, want, **tol)
     # composes inside other jitted code, like jax.jit(fn)
     np.testing.assert_allclose(jax.jit(lambda *a: opt(*a) * 2)(*chain_args), 2 * np.asarray(got), rtol=1e-6)
 
