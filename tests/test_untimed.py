@@ -127,5 +127,8 @@ def test_a_search_that_reached_no_candidate_says_where_the_time_went():
     ctx, _state = _candidate_ctx()
     res = ProgramResult(name="column_sums", strategy="exhaustive", candidates_evaluated=0, search_s=0.5, total_s=7.5)
     assert not _decide(res, ctx.evaluator, ctx.evaluator.cache[ctx.evaluator.original_key], 2, 0.9, True)
-    assert res.reason == ("the search evaluated no candidate in its 0.5 s (after 7.0 s timing the original against "
-                          "itself and expanding it)")
+    assert res.reason == ("the search evaluated no whole-program candidate in its 0.5 s (after 7.0 s timing the "
+                          "original against itself and expanding it)")
+    res.strategy_info = {"region_candidates": 7}
+    _decide(res, ctx.evaluator, ctx.evaluator.cache[ctx.evaluator.original_key], 2, 0.9, True)
+    assert "in its 0.5 s (it judged 7 region candidates) (after 7.0 s" in res.reason
