@@ -2,6 +2,7 @@
 
     python benchmarks/acceptance_controls.py                       # 20 programs, 10 tries each
     python benchmarks/acceptance_controls.py --programs 8 --tries 4 --json out.json   # reduced
+    python benchmarks/acceptance_controls.py --dataset zoo --max-ms 30 --programs 8 --allowance 6
 
 On real programs (corpus programs up to `--max-ms` and the examples), each in one worker:
 
@@ -187,11 +188,11 @@ def old_accepts(worker, a: str, b: str, threshold: float) -> bool:
 
 # --- the controls -------------------------------------------------------------------------------
 
-def programs(count: int, max_ms: float) -> list[tuple[str, Program]]:
+def programs(count: int, max_ms: float, dataset: str = "corpus") -> list[tuple[str, Program]]:
     """About two thirds corpus programs (evenly spread over runtime up to `max_ms`) and a third
-    examples (every third of the suite)."""
-    n_ex = min(len(examples.suite()), count // 3)
-    entries = sorted((e for e in corpus.entries("corpus") if e.metadata.get("runtime_ms", 1e9) <= max_ms),
+    examples (every third of the suite); for another dataset (`zoo`), its programs alone."""
+    n_ex = min(len(examples.suite()), count // 3) if dataset == "corpus" else 0
+    entries = sorted((e for e in corpus.entries(dataset) if e.metadata.get("runtime_ms", 1e9) <= max_ms),
                      key=lambda e: e.metadata["runtime_ms"])
     n_c = min(len(entries), count - n_ex)
     idx = sorted({round(i * (len(entries) - 1) / max(1, n_c - 1)) for i in range(n_c)})
@@ -210,6 +211,8 @@ def main() -> int:
     ap.add_argument("--alpha", type=float, default=0.01)
     ap.add_argument("--min-gain", type=float, default=0.01)
     ap.add_argument("--max-ms", type=float, default=3.0, help="corpus programs up to this runtime")
+    ap.add_argument("--dataset", default="corpus",
+                    help="corpus (with a third examples) or zoo (its programs alone, up to --max-ms)")
     ap.add_argument("--calibrate-s", type=float, default=1.0, help="seconds of each calibration measurement")
     ap.add_argument("--no-old", action="store_true", help="skip the old rule")
     ap.add_argument("--json", default=None, help="write the per-program results here (after each program)")
@@ -225,7 +228,7 @@ def main() -> int:
             "old thr", "old AA", "old A+w", "load")
     print(" | ".join(head), flush=True)
     with Worker() as worker:
-        for label, prog in programs(a.programs, a.max_ms):
+        for label, prog in programs(a.programs, a.max_ms, a.dataset):
             text = prog.text()
             copy = text + "\n// a separately compiled copy\n"
             row: dict = {"program": label, "load_start": load()}
