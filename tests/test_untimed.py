@@ -131,4 +131,4 @@ def test_a_search_that_reached_no_candidate_says_where_the_time_went():
                           "original against itself and expanding it)")
     res.strategy_info = {"region_candidates": 7}
     _decide(res, ctx.evaluator, ctx.evaluator.cache[ctx.evaluator.original_key], 2, 0.9, True)
-    assert "in its 0.5 s (it judged 7 region candidates) (after 7.0 s" in res.reason
+    assert "in its 0.5 s (7 region candidates judged; after 7.0 s" in res.reason

@@ -572,11 +572,11 @@ def _decide(res: ProgramResult, evaluator: Evaluator, best, space: int, thr: flo
     (the test's minimum gain `min_gain`); `confirm=False`: the screen (`thr`) alone decides."""
     if best.key == evaluator.original_key or not best.ok:
         regions = int(res.strategy_info.get("region_candidates", 0))
-        judged = f" (it judged {regions} region candidates)" if regions else ""
+        judged = f"{regions} region candidates judged; " if regions else ""
         res.reason = ("no pattern matched" if space <= 1 else
                       "no candidate was verified faster than the original" if res.candidates_evaluated
-                      else f"the search evaluated no whole-program candidate in its {res.search_s:.1f} s{judged}"
-                           f" (after {res.total_s - res.search_s:.1f} s timing the original against itself "
+                      else f"the search evaluated no whole-program candidate in its {res.search_s:.1f} s ({judged}"
+                           f"after {res.total_s - res.search_s:.1f} s timing the original against itself "
                            f"and expanding it)")
         if res.untimed:
             res.reason += "; not timed: " + ", ".join(f"{n} candidate{'s' if n > 1 else ''} ({why})"
