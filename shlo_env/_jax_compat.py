@@ -23,6 +23,12 @@ def quiet_xla_logs(env: MutableMapping[str, str] = os.environ) -> None:
 
 quiet_xla_logs()  # shlo_env/__init__ imports this module first
 
+
+def share_device(env: MutableMapping[str, str]) -> None:
+    """For a process of ours beside the user's on one accelerator (a worker, a sweep's pool
+    process): no up-front grab of 75 % of its memory, unless the user chose."""
+    env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
 import jax  # noqa: E402
 from jaxlib.mlir import ir  # noqa: E402
 

@@ -170,8 +170,10 @@ def _pool_init(timeout_s, device_lock, parent_pid: int, kernel: bool) -> None:
     """In each pool process: it dies with the sweep's process (and its Worker child with it), and
     leaves Ctrl-C, which the terminal sends to the whole group, to the sweep (which kills it)."""
     global _PROCESS_RUNNER
+    from shlo_env import _jax_compat
     from shlo_env.worker import die_with_parent
 
+    _jax_compat.share_device(os.environ)  # before this process first touches the device
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(parent_pid, kernel=kernel)
     _PROCESS_RUNNER = _TaskRunner(timeout_s, device_lock)

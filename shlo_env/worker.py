@@ -101,8 +101,7 @@ class Worker:
         parent, child = socket.socketpair()
         env = dict(os.environ)
         _jax_compat.quiet_xla_logs(env)
-        # The worker shares the GPU with its parent: it must not take 75 % of the memory up front.
-        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        _jax_compat.share_device(env)
         args = [sys.executable, WORKER_MAIN, str(child.fileno()), str(os.getpid())]
         if threading.current_thread() is threading.main_thread():
             args.append("--pdeathsig")  # see die_with_parent: only a thread that lives as long as we do

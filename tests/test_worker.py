@@ -185,3 +185,14 @@ def test_xla_info_logs_stay_hidden_unless_the_user_sets_the_level(tmp_path):
     assert cli.returncode == 0, cli.stderr
     assert "pjrt_client.cc" not in cli.stderr and not [line for line in cli.stderr.splitlines()
                                                         if line.startswith("I1")], cli.stderr
+
+
+def test_our_processes_do_not_preallocate_a_shared_device_unless_the_user_chose():
+    from shlo_env import _jax_compat
+
+    env: dict[str, str] = {}
+    _jax_compat.share_device(env)
+    assert env == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    env = {"XLA_PYTHON_CLIENT_PREALLOCATE": "true"}
+    _jax_compat.share_device(env)
+    assert env["XLA_PYTHON_CLIENT_PREALLOCATE"] == "true"
