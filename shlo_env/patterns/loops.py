@@ -1,9 +1,10 @@
 """Loop rewrites on `stablehlo.while`: unrolling, hoisting invariant work, unpacking state.
 
 JAX lowers `fori_loop`/`scan` bodies as calls to private functions; these patterns work on a
-flat copy of the body (`FlatBody`, calls inlined) and rebuild the loop from it. All are exact:
-the same operations run in the same order on the same values; only the loop structure (and so
-what XLA can fuse or schedule across iterations) changes.
+flat copy of the body (`FlatBody`, calls inlined) and rebuild the loop from it. All but one are
+exact: the same operations run in the same order on the same values; only the loop structure
+(and so what XLA can fuse or schedule across iterations) changes. The exception,
+`while_accumulated_dot_after_loop`, sums a loop's dot products in another order.
 
 Exact means bitwise under StableHLO's semantics (the reference interpreter agrees bit for bit).
 XLA may then change float results itself: after full unrolling its algebraic simplifier folds
@@ -13,11 +14,16 @@ differ from the compiled loop by an ulp. That is XLA reassociating, not the rewr
 
 from __future__ import annotations
 
-from shlo_env.ir import as_operation, is_pure
-from shlo_env.patterns.base import Match, Pattern, register
+from typing import NamedTuple
+
+from jaxlib.mlir import ir
+
+from shlo_env.ir import as_operation, is_pure, terminator
+from shlo_env.patterns.base import Match, Numerics, Pattern, register
 from shlo_env.patterns.loop_analysis import FlatBody, body_size, static_trip_count
-from shlo_env.patterns.matching import captured_values, concat_dim, depends_on, producer, slice_params
-from shlo_env.tensor_types import shape_of
+from shlo_env.patterns.matching import (captured_values, concat_dim, depends_on, dot_dims, permutation, producer,
+                                        slice_params)
+from shlo_env.tensor_types import element_type_of, is_float, nbytes, shape_of, tensor_type
 
 #: Unrolled bodies stay below this many ops (body size x copies).
 MAX_UNROLLED_OPS = 4000
@@ -41,6 +47,109 @@ def _cond_block(m):
 
 def _body_block(m):
     return m.loop.operation.regions[1].blocks[0]
+
+
+#: Stacks a loop rewrite may add, in bytes at most (trip count x operand size, all operands).
+MAX_STACK_BYTES = 64 << 20
+
+
+class _Accumulator(NamedTuple):
+    """Carried value `carry` of a loop body that does `acc' = acc + [transpose] dot(lhs, rhs)`."""
+
+    carry: int
+    add: ir.Operation
+    dot: ir.Operation
+    transpose: ir.Operation | None
+
+
+def _only_use(value: ir.Value) -> ir.Operation | None:
+    uses = list(value.uses)
+    return as_operation(uses[0].owner) if len(uses) == 1 else None
+
+
+def _accumulators(body: FlatBody, cond_uses: set[int]) -> list[_Accumulator]:
+    """The carried values the body only ever adds a dot product to (a scan's weight gradient:
+    acc' = acc + dot(x_t, g_t), or its transpose)."""
+    found = []
+    terminator_op = as_operation(terminator(body.block))
+    for k, (arg, res) in enumerate(zip(body.args, body.results)):
+        add = _only_use(arg)
+        if k in cond_uses or add is None or add.name != "stablehlo.add" or as_operation(res.owner) != add:
+            continue
+        if _only_use(add.result) != terminator_op or not is_float(arg.type):
+            continue
+        term = add.operands[1] if add.operands[0] == arg else add.operands[0]
+        transpose = producer(term, "stablehlo.transpose")
+        dot_value = transpose.operands[0] if transpose is not None else term
+        dot = producer(dot_value, "stablehlo.dot_general")
+        if dot is None or _only_use(dot_value) is None or (transpose is not None and _only_use(term) is None):
+            continue
+        found.append(_Accumulator(k, add, as_operation(dot), transpose and as_operation(transpose)))
+    return found
+
+
+@register  # before the unrolls: at a loop offering both, the first single a search tries
+class WhileAccumulatedDotAfterLoop(Pattern):
+    """while(acc){acc' = acc + dot(a_t, b_t)} -> while(A, B){A[t] = a_t, B[t] = b_t}, then acc + dot(A, B) contracting t;
+    a scan's per-step weight-gradient updates become one dot after the loop (the loop's stacks
+    take trip count x operand size; summation order changes)."""
+
+    root = "stablehlo.while"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        info = static_trip_count(op)
+        if info is None or info.trips < 2 or not is_pure(op):
+            return None
+        with FlatBody(op) as body:
+            accs = _accumulators(body, _cond_uses(op))
+            stacked = sum(nbytes(v.type) for a in accs for v in a.dot.operands) * info.trips
+        if not accs or stacked > MAX_STACK_BYTES:
+            return None
+        return _loop_match(op, info=info)
+
+    def rewrite(self, b, m):
+        env, info, n = _env(m), m.info, len(m.inits)
+        with FlatBody(m.loop) as body:
+            accs = _accumulators(body, _cond_uses(m.loop))
+            operands = [v for a in accs for v in a.dot.operands]
+            stacks = [b.zeros(tensor_type((info.trips,) + shape_of(v.type), element_type_of(v))) for v in operands]
+
+            def new_body(bb, args):
+                inner = dict(env)
+                inner.update(zip(body.args, args[:n]))
+                skipped = {r: r for a in accs for o in (a.add, a.dot, a.transpose) if o is not None for r in o.results}
+                bb.copy_ops(body.ops, inner, skipped)
+                outs = [inner.get(v, v) for v in body.results]
+                for a in accs:
+                    outs[a.carry] = args[a.carry]  # passes through; its sum is taken after the loop
+                step = _step_index(bb, args[info.counter], info)
+                for stack, v in zip(args[n:], operands):
+                    row = bb.reshape(inner.get(v, v), (1,) + shape_of(v.type))
+                    starts = [step] + [bb.zeros(step.type)] * (len(shape_of(v.type)))
+                    outs.append(bb.op("stablehlo.dynamic_update_slice", [stack, row, *starts], [stack.type]).result)
+                return outs
+
+            results = b.while_(list(m.inits) + stacks, lambda bb, args: bb.inline(_cond_block(m), args[:n], env)[0],
+                               new_body)
+            out, filled = results[:n], iter(results[n:])
+            for a in accs:
+                lhs, rhs, d = next(filled), next(filled), dot_dims(a.dot)
+                total = b.dot(lhs, rhs, contract=([0] + [i + 1 for i in d.lhs_contract], [0] + [i + 1 for i in d.rhs_contract]),
+                              batch=([i + 1 for i in d.lhs_batch], [i + 1 for i in d.rhs_batch]), like=a.dot)
+                if a.transpose is not None:
+                    total = b.transpose(total, permutation(a.transpose))
+                out[a.carry] = b.add(out[a.carry], total)
+            return out
+
+
+def _step_index(b, counter: ir.Value, info) -> ir.Value:
+    """(i - start) / step: which iteration of the loop this is, 0 to trips - 1."""
+    if info.start:
+        counter = b.sub(counter, b.constant(info.start, counter.type))
+    if info.step != 1:
+        counter = b.div(counter, b.constant(info.step, counter.type))
+    return counter
 
 
 class _Unroll(Pattern):
@@ -477,3 +586,4 @@ class WhileSplit(Pattern):
             loop = _subset_loop(b, m, sorted(m.shared + group))
             out.update({j: v for j, v in loop.items() if j in group or j not in out})
         return [out[j] for j in range(len(m.inits))]
+

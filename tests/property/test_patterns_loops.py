@@ -103,7 +103,47 @@ def _independent_state(draw):
     return fn, [s, s]
 
 
+def _accumulated_dot(draw):
+    """A loop adding a dot product of per-step slices to a carried value (a scan's weight
+    gradient), in the forms JAX emits: x_t^T g_t or its transpose, acc on either side."""
+    m, k, n = draw(DIM), draw(DIM), draw(DIM)
+    trips = draw(st.integers(2, 6))
+    start = draw(st.integers(0, 2))
+    transposed, acc_first, via_scan = draw(st.booleans()), draw(st.booleans()), draw(st.booleans())
+
+    def term(x, g):
+        d = jnp.dot(x.T, g)  # [k, n]
+        return d.T if transposed else d
+
+    def fn(acc, xs, gs):
+        if via_scan:
+            def step(a, xg):
+                x, g = xg
+                return (a + term(x, g) if acc_first else term(x, g) + a), jnp.sum(x)
+            return jax.lax.scan(step, acc, (xs, gs))
+        return jax.lax.fori_loop(start, start + trips, lambda i, a: (
+            a + term(xs[i - start], jnp.tanh(gs[i - start]))) if acc_first else term(xs[i - start], gs[i - start]) + a, acc)
+
+    acc_shape = (n, k) if transposed else (k, n)
+    return fn, [acc_shape, (trips, m, k), (trips, m, n)]
+
+
+def _rnn_weight_gradient(draw):
+    """The gradient of a small tanh RNN with respect to its recurrent weights (jax.grad of a scan)."""
+    b, h = draw(DIM), draw(st.integers(1, 3))
+    trips = draw(st.integers(2, 5))
+
+    def loss(w, h0, xs):
+        def step(hc, x):
+            hn = jnp.tanh(hc @ w + x)
+            return hn, hn
+        return jnp.sum(jax.lax.scan(step, h0, xs)[1] ** 2)
+
+    return jax.grad(loss), [(h, h), (b, h), (trips, b, h)]
+
+
 CASES = {
+    L.WhileAccumulatedDotAfterLoop: _accumulated_dot,
     L.WhileUnroll2: _loop(4),
     L.WhileUnroll4: _loop(8),
     L.WhileUnrollFull: _loop(1),
@@ -140,6 +180,23 @@ func.func @main(%x: tensor<4xf32>, %d: tensor<4xf32>) -> tensor<4xf32> {{
     }}
   return %r#1 : tensor<4xf32>
 }}""")
+
+
+def test_accumulated_dot_in_a_scan_gradient():
+    check_targeted(L.WhileAccumulatedDotAfterLoop, _rnn_weight_gradient, max_examples=25)
+
+
+def test_accumulated_dot_left_alone_when_the_body_reads_the_sum():
+    from shlo_env import driver
+    from shlo_env.import_ import lower
+
+    def reads_acc(acc, xs, gs):  # the running sum feeds the next step: no single dot after the loop
+        return jax.lax.fori_loop(0, 3, lambda i, a: a + jnp.dot(xs[i].T, gs[i] * jnp.sum(a)), acc)
+
+    z = jnp.zeros
+    stats = driver.AugmentStats()
+    driver.augment(lower(reads_acc, z((2, 3)), z((3, 4, 2)), z((3, 4, 3))), [L.WhileAccumulatedDotAfterLoop()], stats=stats)
+    assert not stats.recorded
 
 
 def test_dead_carry_found_and_effectful_loops_left_alone():
