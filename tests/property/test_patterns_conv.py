@@ -1,10 +1,12 @@
 """Targeted property tests of the convolution rewrites (shlo_env/patterns/conv.py)."""
 
+import jax
 import numpy as np
 from hypothesis import strategies as st
 from jax import lax
 
 from pattern_programs import programs
+from shlo_env import driver
 from shlo_env.import_ import lower
 from shlo_env.patterns.conv import ConvSmallMapToDot
 from shlo_env.testing import check_pattern, check_rewrites
@@ -51,8 +53,8 @@ def _alternatives(fn, *shapes):
     return check_rewrites(lower(fn, *(np.ones(s, np.float32) for s in shapes)), [ConvSmallMapToDot()]).num_alternatives
 
 
-def test_larger_output_map_not_matched():
-    def conv(x, w):  # 4x4 output: im2col measured 0.8x there
+def test_larger_maps_not_matched():
+    def conv(x, w):  # 4x4 in and out: im2col measured 0.8-1.1x there
         return lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=LAYOUTS["NHWC"])
     assert _alternatives(conv, (1, 4, 4, 3), (3, 3, 3, 4)) == 0
     assert _alternatives(conv, (1, 2, 2, 3), (3, 3, 3, 4)) == 1  # the same conv at 2x2 is
@@ -65,11 +67,43 @@ def test_grouped_conv_not_matched():
     assert _alternatives(grouped, (1, 2, 2, 4), (3, 3, 2, 4)) == 0
 
 
-def test_lhs_dilated_conv_not_matched():
-    def transposed(x, w):
+def _small_map_gradient(draw):
+    """The gradient of a convolution on a 1x1 or 2x2 map (stride 1 or 2): its weight gradient
+    reads the tiny map, its input gradient (for stride 2) is lhs-dilated."""
+    n, c, o = (draw(st.integers(1, 4)) for _ in range(3))
+    stride = draw(st.integers(1, 2))
+    k = draw(st.integers(1, 3))
+    hw = draw(st.integers(1, 2)) * stride
+    padding = draw(st.sampled_from(["SAME", "VALID"])) if k <= hw else "SAME"
+
+    def loss(x, w):
+        y = lax.conv_general_dilated(x, w, (stride, stride), padding, dimension_numbers=LAYOUTS["NHWC"])
+        return (y * y).sum()
+    return jax.grad(loss, argnums=(0, 1)), [(n, hw, hw, c), (k, k, c, o)]
+
+
+def test_gradients_of_a_small_map_convolution():
+    res = check_pattern(ConvSmallMapToDot, programs(_small_map_gradient), max_examples=30)
+    assert res.num_alternatives >= 30
+
+
+def test_reversed_kernel_read_in_place():
+    def input_gradient(dy, w):  # what jax.grad emits for a conv's input: conv(dy, reverse(w))
+        return lax.conv_general_dilated(dy, lax.rev(w, (0, 1)), (1, 1), "SAME", dimension_numbers=LAYOUTS["NHWC"])
+    prog = lower(input_gradient, np.ones((1, 2, 2, 3), np.float32), np.ones((3, 3, 3, 4), np.float32))
+    res = check_rewrites(prog, [ConvSmallMapToDot()])
+    assert res.num_alternatives == 1 and not res.mismatches, res.mismatches[:1]
+    rewritten = driver.apply(driver.augment(prog, [ConvSmallMapToDot()]), [1])
+    assert "stablehlo.reverse" not in rewritten.text() and "stablehlo.convolution" not in rewritten.text()
+
+
+def test_lhs_dilated_conv():
+    def transposed(x, w):  # a 2x2 input dilated to 3x3: output 2x2 (as in a strided conv's input gradient)
         return lax.conv_general_dilated(x, w, (1, 1), ((0, 0), (0, 0)), lhs_dilation=(2, 2),
                                         dimension_numbers=LAYOUTS["NHWC"])
-    assert _alternatives(transposed, (1, 2, 2, 3), (2, 2, 3, 4)) == 0  # output 2x2
+    res = check_rewrites(lower(transposed, np.ones((1, 2, 2, 3), np.float32), np.ones((2, 2, 3, 4), np.float32)),
+                         [ConvSmallMapToDot()])
+    assert res.num_alternatives == 1 and not res.mismatches, res.mismatches[:1]
 
 
 def test_any_layout_stride_padding_and_dilation():
