@@ -119,21 +119,41 @@ def test_a_winner_leads_with_its_rewrite_at_every_site_not_judged_losing():
     exp = _exp([("original", "p"), ("original", "q", "p"), ("original", "q"), ("original", "p"), ("original", "p")])
     win = W(0.03, 0, 1, "p", 0.7)
     strat._assemble(ctx, exp, [win], "s", 1.0, [0] * 5, {})
-    # p at sites 0, 1 (its second choice) and 4, not at 3 (it lost there); not kept: the winner waits
-    assert tried == [("p led by @0", [1, 2, 0, 0, 1])] and strat.pool == [win] and strat.led == {"p"}
-    strat._assemble(ctx, exp, [W(0.025, 4, 1, "p", 0.8)], "s", 1.0, [0] * 5, {})
-    # p has led once: its winners go alone as before, the new one and the pooled first one
-    assert [t[0] for t in tried[1:]] == ["p@4", "p@0"] and strat.pool == []
+    # p at sites 0, 1 (its second choice) and 4, not at 3 (it lost there); not kept: p's region
+    # wins did not carry over to the whole program, so neither this winner nor a later one is tried
+    assert tried == [("p led by @0", [1, 2, 0, 0, 1])] and strat.pool == [] and strat.refuted == {"p"}
+    strat._assemble(ctx, exp, [W(0.025, 4, 1, "p", 0.8), W(0.003, 4, 1, "p", 0.9)], "s", 1.0, [0] * 5, {})
+    assert len(tried) == 1 and strat.pool == []
     alone = W(0.03, 2, 1, "q", 0.7)  # q at sites 1 and 2; site 1 already holds p: q alone
     strat._assemble(ctx, exp, [alone], "s", 1.0, [1, 2, 0, 0, 0], {})
-    assert tried[3] == ("q@2", [1, 2, 1, 0, 0])
+    assert tried[1] == ("q@2", [1, 2, 1, 0, 0])
     # in the time kept for the sweeps, a lead still goes (it is a sweep), a winner alone does not
     strat._reset()
     strat.reserve = 200.0
     strat._assemble(ctx, exp, [W(0.03, 0, 1, "p", 0.7), W(0.025, 2, 1, "q", 0.7)], "s", 1.0, [0] * 5, {})
-    assert [t[0] for t in tried[4:]] == ["p led by @0", "q led by @2"]
+    assert [t[0] for t in tried[2:]] == ["p led by @0", "q led by @2"]
     strat._assemble(ctx, exp, [W(0.03, 4, 1, "p", 0.7)], "s", 1.0, [0] * 5, {})
-    assert len(tried) == 6
+    assert len(tried) == 4
+
+
+def test_a_kept_lead_leaves_later_winners_of_its_rewrite_to_go_alone():
+    from types import SimpleNamespace
+
+    strat = get_strategy("regional")
+    strat._reset()
+    ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: 100.0)
+    tried = []
+
+    def fake_try(ctx, exp, trial, state, ratio, vec, counts, count, what):  # keeps everything
+        tried.append(what.split(" (")[0])
+        return "kept", 0.9, trial
+
+    strat._try = fake_try
+    W = regional.Winner
+    exp = _exp([("original", "p"), ("original", "p"), ("original", "q", "p")])
+    strat._assemble(ctx, exp, [W(0.03, 0, 1, "p", 0.7)], "s", 1.0, [0] * 3, {})
+    strat._assemble(ctx, exp, [W(0.03, 2, 1, "q", 0.7)], "kept", 0.9, [1, 1, 0], {})
+    assert tried == ["p led by @0", "q@2"] and not strat.refuted
 
 
 def test_no_whole_evaluation_starts_that_cannot_end_before_the_deadline():

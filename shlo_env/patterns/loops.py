@@ -88,6 +88,11 @@ def _accumulators(body: FlatBody, cond_uses: set[int]) -> list[_Accumulator]:
     return found
 
 
+def _stacked(accs: list[_Accumulator]) -> list[ir.Value]:
+    """The values to stack across iterations: every accumulated dot's operands, each once."""
+    return list(dict.fromkeys(v for a in accs for v in a.dot.operands))
+
+
 @register  # before the unrolls: at a loop offering both, the first single a search tries
 class WhileAccumulatedDotAfterLoop(Pattern):
     """while(acc){acc' = acc + dot(a_t, b_t)} -> while(A, B){A[t] = a_t, B[t] = b_t}, then acc + dot(A, B) contracting t;
@@ -103,7 +108,7 @@ class WhileAccumulatedDotAfterLoop(Pattern):
             return None
         with FlatBody(op) as body:
             accs = _accumulators(body, _cond_uses(op))
-            stacked = sum(nbytes(v.type) for a in accs for v in a.dot.operands) * info.trips
+            stacked = sum(nbytes(v.type) for v in _stacked(accs)) * info.trips
         if not accs or stacked > MAX_STACK_BYTES:
             return None
         return _loop_match(op, info=info)
@@ -112,7 +117,7 @@ class WhileAccumulatedDotAfterLoop(Pattern):
         env, info, n = _env(m), m.info, len(m.inits)
         with FlatBody(m.loop) as body:
             accs = _accumulators(body, _cond_uses(m.loop))
-            operands = [v for a in accs for v in a.dot.operands]
+            operands = _stacked(accs)
             stacks = [b.zeros(tensor_type((info.trips,) + shape_of(v.type), element_type_of(v))) for v in operands]
 
             def new_body(bb, args):
@@ -132,9 +137,9 @@ class WhileAccumulatedDotAfterLoop(Pattern):
 
             results = b.while_(list(m.inits) + stacks, lambda bb, args: bb.inline(_cond_block(m), args[:n], env)[0],
                                new_body)
-            out, filled = results[:n], iter(results[n:])
+            out, filled = results[:n], dict(zip(operands, results[n:]))
             for a in accs:
-                lhs, rhs, d = next(filled), next(filled), dot_dims(a.dot)
+                (lhs, rhs), d = [filled[v] for v in a.dot.operands], dot_dims(a.dot)
                 total = b.dot(lhs, rhs, contract=([0] + [i + 1 for i in d.lhs_contract], [0] + [i + 1 for i in d.rhs_contract]),
                               batch=([i + 1 for i in d.lhs_batch], [i + 1 for i in d.rhs_batch]), like=a.dot)
                 if a.transpose is not None:

@@ -27,7 +27,10 @@ program evaluations only on what won there:
    leads with its rewrite: the first time a rewrite wins, it is tried at every site of the
    program that no region judged losing (a whole evaluation costs the same for one site or
    twenty, and on the zoo the gains were in rewrites taken at many sites); if that is not
-   kept, the winner alone joins the pool. A winner predicted to save less than the rule can
+   kept, the rewrite's region wins did not carry over to the whole program, and neither this
+   winner nor a later one of the same rewrite is tried (on keras_transformer_train the singles
+   and groups of `reduce_of_product_to_dot` after its failed lead took 2-3 whole evaluations a
+   run, 0.95-1.01, none a real gain). A winner predicted to save less than the rule can
    see (`1 - ctx.threshold`) is not worth a whole evaluation alone: such winners are pooled
    across rounds and tried together once their savings add up to it.
 4. **Fallback.** A site whose region cannot be cut (inside a loop or conditional body, side
@@ -159,6 +162,7 @@ class Regional(Strategy):
         self.evidence: dict[str, float] = {}  # pattern -> predicted saving summed over judged sites
         self.losing: set[tuple[int, int]] = set()  # (site, choice) whose region lost beyond its noise
         self.led: set[str] = set()  # rewrites a winner led at all their sites (`_lead`)
+        self.refuted: set[str] = set()  # of those, the ones whose lead was not kept
         self.reserve = 0.0  # seconds kept for the sweeps (step 5), set once the profile is taken
 
     @contextlib.contextmanager
@@ -361,7 +365,7 @@ class Regional(Strategy):
                                               f"{one.label} led by @{one.site} ({_added(vec, lead)} sites, saving "
                                               f"{one.saving:.2%} at the winner, region {one.ratio:.3f}")
                 if state is before:
-                    self.pool.append(one)  # not kept: the winner alone goes with the next pool
+                    self.refuted.add(one.label)  # its region wins do not carry to the whole program
                 continue
             trial = list(vec)
             for w in group:
@@ -406,7 +410,8 @@ class Regional(Strategy):
         """The whole-program trials `winners` make with the pool (each big one alone, largest
         first; then the pool at once if its savings reach `_detectable`), and the pool after."""
         gain = self._detectable(ctx)
-        pool = self.pool + [w for w in winners if w.saving < gain]
+        winners = [w for w in winners if w.label not in self.refuted]
+        pool = [w for w in self.pool if w.label not in self.refuted] + [w for w in winners if w.saving < gain]
         trials = [[w] for w in sorted(winners, key=lambda w: -w.saving) if w.saving >= gain]
         if pool and sum(w.saving for w in pool) >= gain:
             return trials + [pool], []

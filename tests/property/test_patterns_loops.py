@@ -182,8 +182,23 @@ func.func @main(%x: tensor<4xf32>, %d: tensor<4xf32>) -> tensor<4xf32> {{
 }}""")
 
 
+def _two_accumulators(draw):
+    """Two sums in one loop reading the same per-step input (a GRU's gates): it is stacked once."""
+    m, k, n = draw(DIM), draw(DIM), draw(DIM)
+    trips = draw(st.integers(2, 5))
+
+    def fn(a1, a2, xs, gs):
+        def step(acc, xg):
+            x, g = xg
+            return (acc[0] + x.T @ g, acc[1] + x.T @ jnp.sin(g)), None
+        return jax.lax.scan(step, (a1, a2), (xs, gs))[0]
+
+    return fn, [(k, n), (k, n), (trips, m, k), (trips, m, n)]
+
+
 def test_accumulated_dot_in_a_scan_gradient():
     check_targeted(L.WhileAccumulatedDotAfterLoop, _rnn_weight_gradient, max_examples=25)
+    check_targeted(L.WhileAccumulatedDotAfterLoop, _two_accumulators, max_examples=20)
 
 
 def test_accumulated_dot_left_alone_when_the_body_reads_the_sum():
