@@ -352,7 +352,8 @@ def _search(fn, args, jitted, program, t0, options: SearchOptions, progress: boo
         res = optimize_program(program, options, worker=worker, progress=progress)
     report = Report.from_result(
         res, baseline_s=res.baseline.get("full", float("nan")),
-        pass_actions=pass_actions.resolve(options.passes) + option_actions.resolve(options.xla_options))
+        pass_actions=pass_actions.resolve(options.passes) + option_actions.resolve(options.xla_options,
+                                                                                  ops=program.num_ops()))
 
     def keep_original(reason: str) -> OptimizedFunction:
         report.returned_original = True

@@ -140,6 +140,11 @@ ALL_OPTIONS = CPU_OPTIONS + CPU_APPROX_OPTIONS + GPU_OPTIONS + GPU_APPROX_OPTION
 #: transformer inference (0.836 and 0.964 of the time on a 2-core CPU; 1.00 +- 0.03 on the other
 #: 14 zoo programs, docs/experiments/2026-11-26-zoo-oracle-quiet.md). No GPU option is measured yet.
 DEFAULT_SCREEN: dict[str, tuple[str, ...]] = {"cpu": ("xla_cpu_multi_thread_eigen=false",)}
+#: ... and on programs of fewer ops than this, the kind where it paid. On the zoo's programs of
+#: 1,000 ops or more (train steps, 1,002-4,910 ops) four bench runs screened it 52 times, at
+#: 0.6-8.5 s each (a whole-program compile), and the two it chose were no gain (final 0.991 and
+#: 1.047); docs/experiments/2026-11-27-zoo-fifth-run.md.
+DEFAULT_SCREEN_MAX_OPS = 1000
 
 
 def token(name: str, value) -> str:
@@ -198,13 +203,17 @@ def _platform(platform: str | None) -> str:
     return _jax_compat.backend().platform
 
 
-def resolve(options: bool | str | Sequence[str] | None, platform: str | None = None) -> tuple[str, ...]:
+def resolve(options: bool | str | Sequence[str] | None, platform: str | None = None,
+            ops: int | None = None) -> tuple[str, ...]:
     """The option actions asked for: False/None/"none" -> none, "default" -> the platform's
-    `DEFAULT_SCREEN`, True/"auto" -> the platform's value-preserving candidates, "approx" ->
-    those plus fast math, a sequence -> those tokens."""
+    `DEFAULT_SCREEN` (none for a program of `ops` >= `DEFAULT_SCREEN_MAX_OPS`), True/"auto" ->
+    the platform's value-preserving candidates, "approx" -> those plus fast math, a sequence ->
+    those tokens."""
     if options is None or options is False or options == "none":
         return ()
     if options == "default":
+        if ops is not None and ops >= DEFAULT_SCREEN_MAX_OPS:
+            return ()
         return DEFAULT_SCREEN.get(_platform(platform), ())
     if options is True or options == "auto":
         return candidate_options(platform)

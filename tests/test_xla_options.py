@@ -69,6 +69,9 @@ def test_tokens_split_normalize_and_claim_tiers():
     assert xla_options.numerics(["cse"]) == Numerics.EXACT
     # fast math is opt-in only
     assert not any("fast_math" in t for t in xla_options.resolve(True, "cpu"))
+    assert xla_options.resolve("default", "cpu") == xla_options.DEFAULT_SCREEN["cpu"]
+    assert xla_options.resolve("default", "cpu", ops=xla_options.DEFAULT_SCREEN_MAX_OPS) == ()  # large: none
+    assert xla_options.resolve(True, "cpu", ops=10 ** 5)  # asked for: screened at any size
     assert any("fast_math" in t for t in xla_options.resolve("approx", "cpu"))
     with pytest.raises(ValueError):
         xla_options.resolve(["xla_cpu_use_onednn"], "cpu")

@@ -163,7 +163,8 @@ class SearchOptions:
         help="also let the search disable XLA passes (the platform's candidates, shlo_env.search.passes)"))
     xla_options: bool | str | Sequence[str] = dataclasses.field(default="default", metadata=about(
         "XLA compile options the search may set: \"default\" for the few that paid on the zoo "
-        "(`shlo_env.xla_options.DEFAULT_SCREEN`: single-threaded Eigen on CPU), True for all the "
+        "(`shlo_env.xla_options.DEFAULT_SCREEN`: single-threaded Eigen on CPU, on programs under "
+        "1,000 ops), True for all the "
         "platform's value-preserving ones (`shlo_env.xla_options`), \"approx\" to add fast math "
         "(APPROX tier, looser verification), False (or \"none\") for none, or a list of `name=value` "
         "tokens. Each is verified and timed like any candidate; the result compiles with the chosen options.",

@@ -308,7 +308,7 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
     own_worker = worker is None
     base_worker = worker if worker is not None else Worker(o.timeout_s)  # None: SHLO_ENV_TIMEOUT_S
     w: Runner = LockedWorker(base_worker, device_lock) if device_lock is not None else base_worker
-    offered = pass_actions.resolve(o.passes) + option_actions.resolve(o.xla_options)
+    offered = pass_actions.resolve(o.passes) + option_actions.resolve(o.xla_options, ops=program.num_ops())
     pids = [None, getattr(base_worker, "pid", None)]  # this process and the worker's child
     for pid in pids:
         memory.reset_peak(pid)
