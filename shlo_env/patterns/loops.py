@@ -591,4 +591,3 @@ class WhileSplit(Pattern):
             loop = _subset_loop(b, m, sorted(m.shared + group))
             out.update({j: v for j, v in loop.items() if j in group or j not in out})
         return [out[j] for j in range(len(m.inits))]
-
