@@ -22,7 +22,7 @@ from shlo_env.ir import as_operation, is_pure, terminator
 from shlo_env.patterns.base import Match, Numerics, Pattern, register
 from shlo_env.patterns.loop_analysis import FlatBody, body_size, static_trip_count
 from shlo_env.patterns.matching import (captured_values, concat_dim, depends_on, dot_dims, permutation, producer,
-                                        slice_params)
+                                        slice_params, users)
 from shlo_env.tensor_types import element_type_of, is_float, nbytes, shape_of, tensor_type
 
 #: Unrolled bodies stay below this many ops (body size x copies).
@@ -63,8 +63,9 @@ class _Accumulator(NamedTuple):
 
 
 def _only_use(value: ir.Value) -> ir.Operation | None:
-    uses = list(value.uses)
-    return as_operation(uses[0].owner) if len(uses) == 1 else None
+    """The op using `value`, when it has exactly one use."""
+    found = users(value)
+    return as_operation(found[0]) if len(found) == 1 else None
 
 
 def _accumulators(body: FlatBody, cond_uses: set[int]) -> list[_Accumulator]:
