@@ -39,6 +39,7 @@ and stricter: an EXACT rewrite must be bitwise equal) apply the same rules of
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -167,6 +168,7 @@ class Verifier:
         self._originals: list[Outputs] | None = None
         self._references: list | None = None
         self._sensitivities: list | None = None
+        self._prefetch: threading.Thread | None = None
 
     @property
     def num_input_sets(self) -> int:
@@ -220,8 +222,33 @@ class Verifier:
         self._sets[i], outputs = redrawn
         return outputs
 
+    def prefetch_references(self) -> None:
+        """Start `references()` on a thread, so that their compile and runs overlap what the
+        caller does meanwhile (matching the patterns, profiling: a 4k-op train step's references
+        take 9 s); `references()` waits for it. The runner must take requests from two threads
+        (a `Worker` does: they take turns). A failure there is left to `references()` to meet
+        again, in the caller's thread."""
+        if self._references is not None or self._prefetch is not None:
+            return
+        keys = list(self.keys)
+
+        def work() -> None:
+            try:
+                self._references = [self.runner.reference(self.text, k, timeout_s=self.timeout()) for k in keys]
+            except Exception:  # noqa: BLE001 - references() computes them again and raises
+                pass
+
+        self._prefetch = threading.Thread(target=work, name="shlo-env-references", daemon=True)
+        self._prefetch.start()
+
+    def _join_prefetch(self) -> None:
+        thread, self._prefetch = self._prefetch, None
+        if thread is not None:
+            thread.join()
+
     def references(self) -> list:
         """float64 outputs of the original on each input set (None where it cannot be widened)."""
+        self._join_prefetch()
         if self._references is None:
             self._references = [self.runner.reference(self.text, k, timeout_s=self.timeout()) for k in self.keys]
         return self._references
@@ -243,6 +270,7 @@ class Verifier:
         """Free the input sets, the original's outputs and references, here and in the runner
         (a warm worker serves the next search; what this one verified on is not needed there).
         The verifier is not used afterwards."""
+        self._join_prefetch()
         drop = getattr(self.runner, "drop_inputs", None)
         if drop is not None:
             drop(list(self._keys))

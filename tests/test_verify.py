@@ -89,3 +89,40 @@ def test_peak_memory_is_read_and_reset():
     if memory.reset_peak():
         assert memory.peak_bytes() < before + (64 << 20)
     assert memory.peak_mb([None]) > 0
+
+
+def test_prefetched_references_equal_the_ones_computed_on_demand():
+    """`prefetch_references` computes on a thread what `references()` would; requests from the
+    caller's thread meanwhile take turns with it on one worker (their answers do not mix)."""
+    from shlo_env.worker import Worker
+
+    original, same, _ = _programs()
+    with Worker(60.0) as w:
+        v = Verifier(original, w, num_random=2)
+        v.prefetch_references()
+        outs = [w.run(same.text(), k) for k in v.keys]  # while the thread's requests run
+        fetched = v.references()
+        want = Verifier(original, InProcess(), num_random=2).references()
+    for o, k in zip(outs, v.keys):
+        np.testing.assert_array_equal(o[0], v.originals()[v.keys.index(k)][0])
+    assert len(fetched) == len(want) == 3
+    for f, r in zip(fetched, want):
+        assert f[0].dtype == np.float64
+        np.testing.assert_array_equal(f[0], r[0])
+
+
+def test_a_failed_prefetch_is_met_again_in_the_callers_thread():
+    import pytest
+
+    from shlo_env.runners import CandidateError, FailureKind
+
+    class FailingReferences(InProcess):
+        def reference(self, *args, **kwargs):
+            raise CandidateError(FailureKind.TIMEOUT, "no answer")
+
+    original, _, _ = _programs()
+    v = Verifier(original, FailingReferences(), num_random=1)
+    v.prefetch_references()
+    with pytest.raises(CandidateError, match="no answer"):
+        v.references()
+    v.release()  # nothing left running

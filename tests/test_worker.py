@@ -196,3 +196,36 @@ def test_our_processes_do_not_preallocate_a_shared_device_unless_the_user_chose(
     env = {"XLA_PYTHON_CLIENT_PREALLOCATE": "true"}
     _jax_compat.share_device(env)
     assert env["XLA_PYTHON_CLIENT_PREALLOCATE"] == "true"
+
+
+def test_messages_carry_arrays_out_of_band_and_whole():
+    """`send_message`/`recv_message` (the worker's wire format): every array comes back equal,
+    with its dtype, shape and layout, writable, large ones too (sent from another thread: the
+    socket's buffer is smaller than they are)."""
+    import socket
+    from multiprocessing.connection import Connection
+
+    import ml_dtypes
+
+    from shlo_env.worker import recv_message, send_message
+
+    a, b = socket.socketpair()
+    left, right = Connection(a.detach()), Connection(b.detach())
+    big = np.arange(3_000_000, dtype=np.float64).reshape(1000, 3000)
+    payload = ("ok", {"outputs": [big, big.T, big[:, ::7], np.zeros((0, 4), np.float32),
+                                  np.array(2.5, np.float32), np.array([True, False]),
+                                  np.ones(5, ml_dtypes.bfloat16), np.arange(4, dtype=np.int8)],
+                      "note": "text", "n": 3})
+    sender = threading.Thread(target=send_message, args=(left, payload))
+    sender.start()
+    status, got = recv_message(right)
+    sender.join()
+    assert status == "ok" and got["note"] == "text" and got["n"] == 3
+    for want, have in zip(payload[1]["outputs"], got["outputs"]):
+        assert have.dtype == want.dtype and have.shape == want.shape
+        assert np.array_equal(have.astype(np.float64), want.astype(np.float64))
+        assert have.flags.writeable
+    assert got["outputs"][1].flags.f_contiguous  # a transposed array stays transposed
+    left.close()
+    with pytest.raises(EOFError):
+        recv_message(right)
