@@ -263,3 +263,35 @@ def test_auto_picks_regional_for_large_programs_only():
     assert big.num_ops() >= REGIONAL_MIN_OPS and auto_strategy(exp(big)) == "regional"
     small = corpus.load("corpus/attn_linear_causal")
     assert auto_strategy(exp(small)) == "mcts"
+
+
+def _loop_then_outside(x, w):
+    h = jax.lax.fori_loop(0, 8, lambda i, h: jnp.tanh(jnp.transpose(h) @ w), x)
+    return jnp.transpose(h) @ w
+
+
+def test_sites_judged_on_the_whole_program_wait_for_the_regions(monkeypatch):
+    """A site inside a loop body costs a whole evaluation per alternative: the sites whose
+    region can be cut are judged first, whatever the order of their bounds."""
+    from shlo_env.search.regional import Regional
+
+    events: list[str] = []
+    singles, evaluate = Regional._whole_singles, Regional._evaluate
+
+    def record_singles(self, *a, **k):
+        events.append("whole")
+        return singles(self, *a, **k)
+
+    def record_regions(self, *a, **k):
+        events.append("region")
+        return evaluate(self, *a, **k)
+
+    monkeypatch.setattr(Regional, "_whole_singles", record_singles)
+    monkeypatch.setattr(Regional, "_evaluate", record_regions)
+    x = np.eye(32, dtype=np.float32)
+    options = SearchOptions(patterns=["fold_transpose_into_dot_lhs"], budget_s=20, strategy="regional",
+                            xla_options=False, strategy_options={"profile": False})
+    res = optimize_program(lower(_loop_then_outside, x, x), options)
+    assert res.status != "error"
+    assert "region" in events and "whole" in events, (events, res.strategy_info)
+    assert events.index("region") < events.index("whole"), events

@@ -19,7 +19,8 @@ program evaluations only on what won there:
    or fanned out over `executor` (`region.evaluate_regions_on`) when one is given, the
    alternatives and the control of one region timed in one interleaved run. A local winner
    beats the region's noise on both its 10th-percentile and its median ratio. Regions of more
-   than `max_ops` ops compile slowly: their sites wait until every smaller one is done.
+   than `max_ops` ops compile slowly, and the fallback's sites (step 4) cost a whole
+   evaluation each: their sites wait until every other one is judged.
 3. **Assembly.** The round's winners, largest predicted whole-program saving first
    (share x (1 - region ratio)), are added greedily to the current state: each combination is
    verified and timed on the whole program (`ctx.evaluate`) and kept when it passes the
@@ -36,7 +37,7 @@ program evaluations only on what won there:
 4. **Fallback.** A site whose region cannot be cut (inside a loop or conditional body, side
    effects, a failed cut or region run) is judged on the whole program instead: its singles
    are evaluated like any whole candidate, and one that passes the acceptance rule joins the
-   winners.
+   winners. These sites come last (step 2), and stop where the sweeps' time begins.
 5. **Sweeps.** When every site is judged, or when only `sweep_share` of the time after the
    profile is left (judging and assembly stop there), each rewrite taken at all its sites at
    once (`SearchContext.sweeps`; not those a winner led) is added to the current state and
@@ -224,8 +225,16 @@ class Regional(Strategy):
                 self.cutter = region.RegionCutter(aug, prof)
             regions = self.cutter.cut(list(sites), self.max_ops if defer else None)
         if defer:
-            self.deferred += [r.sites[0] for r in regions if r.oversize]
-            regions = [r for r in regions if not r.oversize]
+            # a region over `max_ops` compiles slowly, and a site judged on the whole program
+            # costs a whole evaluation per alternative (13 of them took 19 s of a BERT train
+            # step's 37, none a gain): both wait until every cheaper site is judged
+            now: list[Region] = []
+            for r in regions:
+                if r.oversize or r.whole or r.in_body:
+                    self.deferred.append(r.sites[0])
+                else:
+                    now.append(r)
+            regions = now
         cut = [r for r in regions if not (r.whole or r.in_body)]
         winners: list[Winner] = []
         for r in regions:
@@ -325,10 +334,11 @@ class Regional(Strategy):
         self.info["fallback_reasons"][key] = self.info["fallback_reasons"].get(key, 0) + 1
 
     def _whole_singles(self, ctx: SearchContext, exp: Expansion, site: int, counts: dict) -> list[Winner]:
-        """Fallback: each alternative of `site` alone, on the whole program."""
+        """Fallback: each alternative of `site` alone, on the whole program (not into the time
+        kept for the sweeps: a sweep takes the same rewrite at this site and all others)."""
         best: Winner | None = None
         for choice in range(1, exp.dims[site].num_choices):
-            if ctx.out_of_time():
+            if ctx.out_of_time() or ctx.time_left() < self.reserve:
                 break
             vec = [0] * len(exp.dims)
             vec[site] = choice
