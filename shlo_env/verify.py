@@ -234,7 +234,7 @@ class Verifier:
 
         def work() -> None:
             try:
-                self._references = [self.runner.reference(self.text, k, timeout_s=self.timeout()) for k in keys]
+                self._references = self._compute_references(keys)
             except Exception:  # noqa: BLE001 - references() computes them again and raises
                 pass
 
@@ -250,8 +250,11 @@ class Verifier:
         """float64 outputs of the original on each input set (None where it cannot be widened)."""
         self._join_prefetch()
         if self._references is None:
-            self._references = [self.runner.reference(self.text, k, timeout_s=self.timeout()) for k in self.keys]
+            self._references = self._compute_references(self.keys)
         return self._references
+
+    def _compute_references(self, keys: Sequence[str]) -> list:
+        return [self.runner.reference(self.text, k, timeout_s=self.timeout()) for k in keys]
 
     def sensitivity(self, i: int):
         """float64 outputs of the original on input set i moved by a few ulps: how much the

@@ -44,11 +44,10 @@ def send_message(conn: Connection, obj: Any) -> None:
     state) are not copied into and out of one pickle (0.6 s a run there; 0.1 s this way)."""
     buffers: list[pickle.PickleBuffer] = []
     body = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
-    raws = [b.raw() for b in buffers]
+    raws = [b.raw() for b in buffers]  # flat byte views: format "B", C-contiguous
     conn.send_bytes(pickle.dumps([r.nbytes for r in raws]))
     conn.send_bytes(body)
-    for r in raws:
-        view = r.cast("B") if r.format != "B" else r
+    for view in raws:
         while len(view):
             view = view[os.write(conn.fileno(), view):]
 
