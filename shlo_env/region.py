@@ -885,6 +885,14 @@ def judge_group(runner: Runner, inputs: Sequence[np.ndarray], before: str, after
 
     One run for the group, not one per candidate: each run's warm-up, minimum rounds and
     request cost once per region (most of a small region's judging besides its compiles)."""
+    out = compile_group(runner, inputs, before, afters)
+    with device_lock if device_lock is not None else contextlib.nullcontext():
+        time_group(runner, before, afters, out, timing)
+    return out
+
+
+def compile_group(runner: Runner, inputs: Sequence[np.ndarray], before: str, afters: Sequence[str]) -> list[dict]:
+    """`judge_group`'s first half: the input set, then each text compiled and run once."""
     runner.set_inputs("region", list(inputs))
     t0 = time.perf_counter()
     runner.run(before, "region")
@@ -897,13 +905,52 @@ def judge_group(runner: Runner, inputs: Sequence[np.ndarray], before: str, after
             out.append({"compile_s": base_s + time.perf_counter() - t})
         except CandidateError as e:
             out.append({"error": f"{type(e).__name__}: {e}"})
+    return out
+
+
+def time_group(runner: Runner, before: str, afters: Sequence[str], out: list[dict],
+               timing: TimingPolicy = REGION_TIMING) -> None:
+    """`judge_group`'s second half: the compiled texts timed in one interleaved run, into `out`."""
     ok = [k for k, rec in enumerate(out) if "error" not in rec]
     if ok:
-        with device_lock if device_lock is not None else contextlib.nullcontext():
-            tb, *tas = runner.time([before] + [afters[k] for k in ok], "region", timing)
+        tb, *tas = runner.time([before] + [afters[k] for k in ok], "region", timing)
         for k, ta in zip(ok, tas):
             out[k].update(before=(tb.full, list(tb.samples)), after=(ta.full, list(ta.samples)))
-    return out
+
+
+def judge_groups(runners: Sequence[Runner], jobs: Sequence[tuple[Sequence[np.ndarray], str, Sequence[str]]],
+                 timing: TimingPolicy = REGION_TIMING) -> list[list[dict]]:
+    """`judge_group` for several groups (inputs, before, afters), `len(runners)` at a time: the
+    groups' compiles run at once, one group per runner (separate processes, so separate
+    cores), then each group is timed on the runner that compiled it, one after another, with
+    no compile running (a timing shares the machine with nothing of ours). Every timing also
+    holds the first runner's turn (`Worker.turn`): another thread's request to it, e.g. the
+    float64 references being computed ahead, never overlaps a helper's timing.
+    A group whose before fails gets an error record for each of its afters."""
+    import concurrent.futures as cf
+
+    results: list[list[dict]] = []
+    hold = getattr(runners[0], "turn", None)
+    pool = cf.ThreadPoolExecutor(max_workers=len(runners), thread_name_prefix="region-compile")
+    finished = False
+    try:
+        for i in range(0, len(jobs), len(runners)):
+            chunk = list(zip(runners, jobs[i:i + len(runners)]))
+            futures = [pool.submit(compile_group, r, inputs, before, afters)
+                       for r, (inputs, before, afters) in chunk]
+            for (r, (_, before, afters)), f in zip(chunk, futures):
+                try:
+                    out = f.result()
+                    with hold() if hold is not None and r is not runners[0] else contextlib.nullcontext():
+                        time_group(r, before, afters, out, timing)
+                except (CandidateError, RegionError, ValueError) as e:
+                    out = [{"error": f"{type(e).__name__}: {e}"}] * len(afters)
+                results.append(out)
+        finished = True
+    finally:
+        # interrupted: a compile still in flight is left to its worker (closing it ends the thread)
+        pool.shutdown(wait=finished, cancel_futures=True)
+    return results
 
 
 def _fill(res: RegionResult, rec: dict) -> None:
@@ -924,19 +971,25 @@ def _group_texts(candidates: Sequence[Candidate], group: list[int]) -> tuple[str
 
 def evaluate_regions(runner: Runner, candidates: Sequence[Candidate],
                      inputs: Sequence[Sequence[np.ndarray]] | None = None,
-                     timing: TimingPolicy = REGION_TIMING) -> list[RegionResult]:
+                     timing: TimingPolicy = REGION_TIMING, helpers: Sequence[Runner] = ()) -> list[RegionResult]:
     """Compile and time region-before against region-after for each candidate on `runner`;
     the consecutive candidates of one region on the same inputs together (`judge_group`).
+    With `helpers` (runners in other processes), that many more regions compile at once
+    (`judge_groups`); timings stay one at a time.
 
     `inputs[i]` are candidate i's region inputs (e.g. from `boundary_inputs`); default random.
     A candidate that fails gets a result with `error` set and NaN ratios."""
     results = [RegionResult(c) for c in candidates]
+    jobs, judged = [], []
     for group in _groups(candidates, inputs):
         try:
             before, afters = _group_texts(candidates, group)
-            recs = judge_group(runner, _inputs_for(candidates[group[0]], inputs, group[0]), before, afters, timing)
-        except (CandidateError, RegionError, ValueError) as e:
-            recs = [{"error": f"{type(e).__name__}: {e}"}] * len(group)
+            jobs.append((_inputs_for(candidates[group[0]], inputs, group[0]), before, afters))
+            judged.append(group)
+        except (RegionError, ValueError) as e:
+            for i in group:
+                _fill(results[i], {"error": f"{type(e).__name__}: {e}"})
+    for group, recs in zip(judged, judge_groups([runner, *helpers], jobs, timing)):
         for i, rec in zip(group, recs):
             _fill(results[i], rec)
     return results
@@ -982,4 +1035,4 @@ def evaluate_regions_on(executor, candidates: Sequence[Candidate],
 __all__ = ["Candidate", "NEGLIGIBLE_SHARE", "REGION_TIMING", "Region", "RegionCutter", "RegionError", "RegionResult",
            "baseline", "boundary_inputs", "boundary_program", "boundary_values", "check_profile",
            "cut_region", "cut_regions", "evaluate_regions", "evaluate_regions_on", "module_of", "order_sites",
-           "judge_group", "random_inputs", "site_bounds", "skip_negligible"]
+           "compile_group", "judge_group", "judge_groups", "random_inputs", "site_bounds", "skip_negligible", "time_group"]

@@ -145,6 +145,17 @@ class Worker:
         self._proc, self._conn, self._sent = proc, Connection(parent.detach()), set()
         _live.add(self)
 
+    def start(self) -> "Worker":
+        """Start the child now rather than at the first request (it imports jax meanwhile);
+        from the main thread, so that it dies with this process (`die_with_parent`)."""
+        with self._turn:
+            self._ensure()
+        return self
+
+    def turn(self) -> threading.RLock:
+        """Held, no request of another thread runs on this worker (each request takes it)."""
+        return self._turn
+
     def _kill(self) -> None:
         proc, conn = self._proc, self._conn
         self._proc = self._conn = None

@@ -352,3 +352,62 @@ def test_a_far_shared_transpose_stays_outside_the_region():
     choice = next(k for k, lab in enumerate(r.labels[site]) if k and "transpose" in lab)
     after = runner.run(r.after({site: choice}).text(), "b")
     assert all(np.allclose(a, b, rtol=1e-4, atol=1e-4) for a, b in zip(after, outs))
+
+
+class _Recorder:
+    """A runner that sleeps instead of compiling and timing, and logs when it did which."""
+
+    def __init__(self, name, log, fail_on=None):
+        import threading
+
+        self.name, self.log, self.fail_on = name, log, fail_on
+        self.lock = threading.Lock()  # its turn (`Worker.turn`)
+
+    def turn(self):
+        return self.lock
+
+    def set_inputs(self, key, arrays):
+        pass
+
+    def _busy(self, kind, seconds):
+        import time
+
+        t0 = time.perf_counter()
+        time.sleep(seconds)
+        self.log.append((kind, self.name, t0, time.perf_counter()))
+
+    def run(self, text, key, *a, **k):
+        from shlo_env.runners import CandidateError, FailureKind
+
+        if text == self.fail_on:
+            raise CandidateError(FailureKind.COMPILE, "does not compile")
+        self._busy("compile", 0.1)
+
+    def time(self, texts, key, timing=None, *a, **k):
+        from shlo_env.runtime import Timing
+
+        self._busy("time", 0.03)
+        return [Timing(1e-3 * (1 + len(t) % 3), 1e-3, None, 3, [1e-3] * 3) for t in texts]
+
+
+def test_helpers_compile_side_by_side_and_every_timing_runs_alone():
+    """`judge_groups`: one group per runner compiles at the same time; the timings run one
+    after another with no compile in flight, a helper's under the first runner's turn; a
+    group whose before fails gets its errors and the others their results."""
+    log: list = []
+    main, helper = _Recorder("main", log), _Recorder("helper", log, fail_on="bad-before")
+    held = []
+    time_of = helper.time
+    helper.time = lambda *a, **k: (held.append(main.lock.locked()), time_of(*a, **k))[1]
+    jobs = [([], f"before{i}", [f"after{i}a", f"after{i}b"]) for i in range(3)] + [([], "bad-before", ["x"])]
+    out = region.judge_groups([main, helper], jobs)
+    assert [len(recs) for recs in out] == [2, 2, 2, 1]
+    assert all("error" not in rec and rec["before"][0] > 0 for recs in out[:3] for rec in recs)
+    assert "does not compile" in out[3][0]["error"]
+    compiles = [(s, e, who) for kind, who, s, e in log if kind == "compile"]
+    timings = [(s, e) for kind, _, s, e in log if kind == "time"]
+    assert len(timings) == 3 and held == [True]  # groups 0 and 2 on main, 1 on the helper
+    assert not any(s < te and ts < e for s, e, _ in compiles for ts, te in timings)
+    first_main = next((s, e) for s, e, who in compiles if who == "main")
+    first_helper = next((s, e) for s, e, who in compiles if who == "helper")
+    assert first_main[0] < first_helper[1] and first_helper[0] < first_main[1]  # side by side

@@ -2,6 +2,8 @@
 local winners assembled and accepted on the whole program; sites whose region cannot be cut
 (inside a loop) judged on the whole program instead."""
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -209,8 +211,23 @@ def test_regional_finds_a_single_rewrite_that_wins_and_it_verifies():
     # scan rewrite wins several times over on its region and on the whole program
     program = corpus.load("corpus/attn_linear_causal")
     options = SearchOptions(patterns=[SCAN], budget_s=40, strategy="regional", xla_options=False)
-    res = optimize_program(program, options)
+    closed = []
+    close = regional.Regional._close_helpers
+
+    def record_pids(self):
+        closed.extend(w.pid for w in self.helper_workers)
+        close(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(regional.Regional, "_close_helpers", record_pids)
+        res = optimize_program(program, options)
     info = res.strategy_info
+    # on a CPU machine of two cores or more, one more worker compiles regions; it is gone after
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert info.get("compile_helpers", 0) == len(closed) == (1 if cores >= 2 else 0)
+    for pid in closed:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
     assert info["profile"] == "ok" and 1 <= info["sites"] <= 2  # the cooler cumsum may fall under min_share
     assert info["region_candidates"] >= 1 and info["region_controls"] == info["sites_judged"] >= 1
     assert info["fallback_sites"] == 0

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
@@ -86,14 +87,18 @@ class Regional(Strategy):
 
     def __init__(self, batch: int = 8, min_share: float = region.NEGLIGIBLE_SHARE, local_gain: float = 0.02,
                  profile: bool | None = None, profile_share: float = 0.35, boundary: bool = False,
-                 executor: Any = None, max_ops: int = 150, sweep_share: float = 0.3, **aim):
+                 executor: Any = None, max_ops: int = 150, sweep_share: float = 0.3,
+                 compile_helpers: int | None = None, **aim):
         """`profile`: None (when affordable), True (always), False (never). `boundary`: region
         inputs from one compile of the original with the boundaries as outputs (exact values)
         instead of random ones (no whole compile). `executor`: a `shlo_env.executors`
         executor to fan region compiles out over (default: the evaluator's worker). Regions
         of more than `max_ops` ops, constants not counted (slow to compile), wait until every
         smaller one is judged.
-        `sweep_share`: of the time left after the profile, kept for the sweeps (step 5)."""
+        `sweep_share`: of the time left after the profile, kept for the sweeps (step 5).
+        `compile_helpers`: worker processes besides the evaluator's that compile regions at the
+        same time as it (timings stay one at a time, with no compile running); None: one on a
+        CPU machine of two or more cores when the evaluator's runner is a worker process."""
         super().__init__(**aim)
         if batch < 1:
             raise ValueError(f"batch must be at least 1, got {batch}")
@@ -110,6 +115,11 @@ class Regional(Strategy):
         self.executor = executor
         self.max_ops = max_ops
         self.sweep_share = sweep_share
+        if compile_helpers is not None and compile_helpers < 0:
+            raise ValueError(f"compile_helpers must be at least 0, got {compile_helpers}")
+        self.compile_helpers = compile_helpers
+        self.helpers: list[Any] = []  # runners that compile regions beside the evaluator's
+        self.helper_workers: list[Any] = []  # their processes (closed when the judging ends)
 
     # --- the search ---------------------------------------------------------------------------
 
@@ -133,14 +143,18 @@ class Regional(Strategy):
         state, ratio = start, self.start_ratio(ctx, start)
         vec = [0] * len(exp.dims)
         self.reserve = self.sweep_share * ctx.time_left()  # the sweeps' (step 5)
-        for todo, defer in ((sites, True), (self.deferred, False)):
-            for i in range(0, len(todo), self.batch):
-                if ctx.out_of_time() or ctx.time_left() < self.reserve:
-                    break
-                chunk = todo[i:i + self.batch]
-                winners = self._judge(ctx, exp, aug, chunk, bounds, prof, counts, defer)
-                with self._timer("assemble"):
-                    state, ratio, vec = self._assemble(ctx, exp, winners, state, ratio, vec, counts)
+        self.helpers = self._start_helpers(ctx)
+        try:
+            for todo, defer in ((sites, True), (self.deferred, False)):
+                for i in range(0, len(todo), self.batch):
+                    if ctx.out_of_time() or ctx.time_left() < self.reserve:
+                        break
+                    chunk = todo[i:i + self.batch]
+                    winners = self._judge(ctx, exp, aug, chunk, bounds, prof, counts, defer)
+                    with self._timer("assemble"):
+                        state, ratio, vec = self._assemble(ctx, exp, winners, state, ratio, vec, counts)
+        finally:
+            self._close_helpers()
         if not ctx.out_of_time():
             with self._timer("sweeps"):
                 state, ratio, vec = self._sweep(ctx, exp, state, ratio, vec, counts)
@@ -173,6 +187,29 @@ class Regional(Strategy):
             yield
         finally:
             self.spent[step] = self.spent.get(step, 0.0) + time.perf_counter() - t
+
+    def _start_helpers(self, ctx: SearchContext) -> list[Any]:
+        """The compile helpers (see `__init__`), started now: their jax import overlaps the cut."""
+        from shlo_env import runtime
+        from shlo_env.search.runner import LockedWorker
+        from shlo_env.worker import Worker
+
+        runner = ctx.evaluator.worker
+        base = runner.worker if isinstance(runner, LockedWorker) else runner
+        n = self.compile_helpers
+        if n is None:
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            n = int(isinstance(base, Worker) and cores >= 2 and runtime.platform() == "cpu")
+        if self.executor is not None or n == 0:
+            return []
+        self.helper_workers = [Worker(getattr(base, "timeout_s", None)).start() for _ in range(n)]
+        self.info["compile_helpers"] = n
+        return [runner.like(w) if isinstance(runner, LockedWorker) else w for w in self.helper_workers]
+
+    def _close_helpers(self) -> None:
+        for w in self.helper_workers:
+            w.close()
+        self.helpers, self.helper_workers = [], []
 
     # --- 1. where the time is -----------------------------------------------------------------
 
@@ -248,25 +285,29 @@ class Regional(Strategy):
             return winners
         with self._timer("inputs"):
             inputs = self._inputs(ctx, aug, cut)
-        for r, x in zip(cut, inputs):
+        step = 1 + len(self.helpers)  # regions compiled at once
+        for k in range(0, len(cut), step):
             if ctx.out_of_time() or (self._assemblable(ctx, winners)
                                      and ctx.time_left() < self.reserve + self._whole_estimate(ctx)):
                 break  # what is left before the sweeps' time must go to assembling the winners
-            # the region against itself first: its own noise, then every alternative of its site
-            cands = [Candidate(r, {})] + r.candidates()
+            # each region against itself first: its own noise, then every alternative of its site
+            todo = [(r, [Candidate(r, {})] + r.candidates(), x) for r, x in zip(cut[k:k + step], inputs[k:k + step])]
             with self._timer("regions"):
-                results = self._evaluate(ctx, cands, [x] * len(cands))
-            counts["region_controls"] += 1
-            counts["region_candidates"] += len(cands) - 1
-            counts["sites_judged"] += 1
-            control, rest = results[0], results[1:]
-            if control.error or any(res.error for res in rest):
-                counts["region_failed"] += 1
-                self._note_fallback("the region did not run", counts)
-                winners += self._whole_singles(ctx, exp, r.sites[0], counts)
-                continue
-            self._weigh(r, control, rest, bounds)
-            winners += self._local_winners(r, control, rest, bounds)
+                results_of = self._evaluate(ctx, [c for _, cands, _ in todo for c in cands],
+                                            [x for _, cands, x in todo for _ in cands])
+            for r, cands, _ in todo:
+                results, results_of = results_of[:len(cands)], results_of[len(cands):]
+                counts["region_controls"] += 1
+                counts["region_candidates"] += len(cands) - 1
+                counts["sites_judged"] += 1
+                control, rest = results[0], results[1:]
+                if control.error or any(res.error for res in rest):
+                    counts["region_failed"] += 1
+                    self._note_fallback("the region did not run", counts)
+                    winners += self._whole_singles(ctx, exp, r.sites[0], counts)
+                    continue
+                self._weigh(r, control, rest, bounds)
+                winners += self._local_winners(r, control, rest, bounds)
         counts["winners"] += len(winners)
         return winners
 
@@ -292,7 +333,7 @@ class Regional(Strategy):
     def _evaluate(self, ctx: SearchContext, cands: list[Candidate], inputs: list) -> list[RegionResult]:
         if self.executor is not None:
             return region.evaluate_regions_on(self.executor, cands, inputs)
-        return region.evaluate_regions(ctx.evaluator.worker, cands, inputs)
+        return region.evaluate_regions(ctx.evaluator.worker, cands, inputs, helpers=self.helpers)
 
     def noise_margin(self, control: RegionResult) -> float:
         """How far below 1 a region ratio must be to beat this region's own noise: twice the

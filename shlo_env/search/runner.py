@@ -54,6 +54,7 @@ their compiles and verification runs go on in parallel.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -220,6 +221,19 @@ class LockedWorker:
         self._worker = worker
         self._lock = lock
         self.timeout_s = worker.timeout_s
+
+    @property
+    def worker(self) -> Runner:
+        """The runner whose timings this one locks."""
+        return self._worker
+
+    def like(self, worker: Runner) -> "LockedWorker":
+        """`worker`, its timings holding this one's lock."""
+        return LockedWorker(worker, self._lock)
+
+    def turn(self) -> AbstractContextManager:
+        turn = getattr(self._worker, "turn", None)
+        return turn() if turn is not None else contextlib.nullcontext()
 
     def set_inputs(self, key: str, arrays: Sequence[np.ndarray]) -> None:
         self._worker.set_inputs(key, arrays)
