@@ -938,6 +938,7 @@ def judge_groups(runners: Sequence[Runner], jobs: Sequence[tuple[Sequence[np.nda
             chunk = list(zip(runners, jobs[i:i + len(runners)]))
             futures = [pool.submit(compile_group, r, inputs, before, afters)
                        for r, (inputs, before, afters) in chunk]
+            cf.wait(futures)  # every compile of the chunk has ended before any timing starts
             for (r, (_, before, afters)), f in zip(chunk, futures):
                 try:
                     out = f.result()

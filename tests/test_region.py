@@ -357,10 +357,10 @@ def test_a_far_shared_transpose_stays_outside_the_region():
 class _Recorder:
     """A runner that sleeps instead of compiling and timing, and logs when it did which."""
 
-    def __init__(self, name, log, fail_on=None):
+    def __init__(self, name, log, compile_s, fail_on=None):
         import threading
 
-        self.name, self.log, self.fail_on = name, log, fail_on
+        self.name, self.log, self.compile_s, self.fail_on = name, log, compile_s, fail_on
         self.lock = threading.Lock()  # its turn (`Worker.turn`)
 
     def turn(self):
@@ -381,7 +381,7 @@ class _Recorder:
 
         if text == self.fail_on:
             raise CandidateError(FailureKind.COMPILE, "does not compile")
-        self._busy("compile", 0.1)
+        self._busy("compile", self.compile_s)
 
     def time(self, texts, key, timing=None, *a, **k):
         from shlo_env.runtime import Timing
@@ -395,7 +395,7 @@ def test_helpers_compile_side_by_side_and_every_timing_runs_alone():
     after another with no compile in flight, a helper's under the first runner's turn; a
     group whose before fails gets its errors and the others their results."""
     log: list = []
-    main, helper = _Recorder("main", log), _Recorder("helper", log, fail_on="bad-before")
+    main, helper = _Recorder("main", log, 0.05), _Recorder("helper", log, 0.15, fail_on="bad-before")
     held = []
     time_of = helper.time
     helper.time = lambda *a, **k: (held.append(main.lock.locked()), time_of(*a, **k))[1]
