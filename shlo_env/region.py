@@ -891,17 +891,18 @@ def judge_group(runner: Runner, inputs: Sequence[np.ndarray], before: str, after
     return out
 
 
-def compile_group(runner: Runner, inputs: Sequence[np.ndarray], before: str, afters: Sequence[str]) -> list[dict]:
-    """`judge_group`'s first half: the input set, then each text compiled and run once."""
-    runner.set_inputs("region", list(inputs))
+def compile_group(runner: Runner, inputs: Sequence[np.ndarray], before: str, afters: Sequence[str],
+                  key: str = "region") -> list[dict]:
+    """`judge_group`'s first half: the input set (as `key`), then each text compiled and run once."""
+    runner.set_inputs(key, list(inputs))
     t0 = time.perf_counter()
-    runner.run(before, "region")
+    runner.run(before, key)
     base_s = time.perf_counter() - t0
     out: list[dict] = []
     for text in afters:
         t = time.perf_counter()
         try:
-            runner.run(text, "region")
+            runner.run(text, key)
             out.append({"compile_s": base_s + time.perf_counter() - t})
         except CandidateError as e:
             out.append({"error": f"{type(e).__name__}: {e}"})
@@ -909,49 +910,99 @@ def compile_group(runner: Runner, inputs: Sequence[np.ndarray], before: str, aft
 
 
 def time_group(runner: Runner, before: str, afters: Sequence[str], out: list[dict],
-               timing: TimingPolicy = REGION_TIMING) -> None:
+               timing: TimingPolicy = REGION_TIMING, key: str = "region") -> None:
     """`judge_group`'s second half: the compiled texts timed in one interleaved run, into `out`."""
     ok = [k for k, rec in enumerate(out) if "error" not in rec]
     if ok:
-        tb, *tas = runner.time([before] + [afters[k] for k in ok], "region", timing)
+        tb, *tas = runner.time([before] + [afters[k] for k in ok], key, timing)
         for k, ta in zip(ok, tas):
             out[k].update(before=(tb.full, list(tb.samples)), after=(ta.full, list(ta.samples)))
 
 
-def judge_groups(runners: Sequence[Runner], jobs: Sequence[tuple[Sequence[np.ndarray], str, Sequence[str]]],
-                 timing: TimingPolicy = REGION_TIMING) -> list[list[dict]]:
-    """`judge_group` for several groups (inputs, before, afters), `len(runners)` at a time: the
-    groups' compiles run at once, one group per runner (separate processes, so separate
-    cores), then each group is timed on the runner that compiled it, one after another, with
-    no compile running (a timing shares the machine with nothing of ours). Every timing also
-    holds the first runner's turn (`Worker.turn`): another thread's request to it, e.g. the
-    float64 references being computed ahead, never overlaps a helper's timing.
-    A group whose before fails gets an error record for each of its afters."""
+#: Regions each runner compiles per round of `judge_groups` (a round's compiles end together)
+COMPILES_PER_ROUND = 4
+
+Job = tuple[Sequence[np.ndarray], str, Sequence[str]]  # a region's (inputs, before, afters)
+
+
+def judge_groups(runners: Sequence[Runner], jobs: Sequence[Job], timing: TimingPolicy = REGION_TIMING,
+                 per_runner: int = COMPILES_PER_ROUND) -> list[list[dict]]:
+    """`judge_group` for several regions' groups, compiled on several runners at once.
+
+    In rounds of `per_runner` groups per runner: each runner (a separate process, so a core of
+    its own) compiles its share of the round, the longest texts spread first so the shares end
+    together; when every compile of the round has ended, each group is timed on the runner that
+    compiled it, one after another (a timing shares the machine with nothing of ours). A
+    helper's timing also holds the first runner's turn (`Worker.turn`): another thread's
+    request to it, e.g. the float64 references computed ahead, never overlaps it. A group
+    whose before fails gets an error record for each of its afters. One runner: `judge_group`
+    on each group in turn."""
     import concurrent.futures as cf
 
+    if len(runners) == 1:
+        return [_judged(runners[0], job, timing) for job in jobs]
     results: list[list[dict]] = []
     hold = getattr(runners[0], "turn", None)
     pool = cf.ThreadPoolExecutor(max_workers=len(runners), thread_name_prefix="region-compile")
     finished = False
     try:
-        for i in range(0, len(jobs), len(runners)):
-            chunk = list(zip(runners, jobs[i:i + len(runners)]))
-            futures = [pool.submit(compile_group, r, inputs, before, afters)
-                       for r, (inputs, before, afters) in chunk]
-            cf.wait(futures)  # every compile of the chunk has ended before any timing starts
-            for (r, (_, before, afters)), f in zip(chunk, futures):
+        size = len(runners) * per_runner
+        for i in range(0, len(jobs), size):
+            chunk = list(jobs[i:i + size])
+            owner = _spread(chunk, len(runners))
+            futures = [pool.submit(_compile_share, runners[n], chunk, [k for k in owner if owner[k] == n])
+                       for n in range(len(runners))]
+            cf.wait(futures)  # every compile of the round has ended before any timing starts
+            compiled = {k: out for f in futures for k, out in f.result().items()}
+            for k, (_, before, afters) in enumerate(chunk):
+                r, out = runners[owner[k]], compiled[k]
                 try:
-                    out = f.result()
-                    with hold() if hold is not None and r is not runners[0] else contextlib.nullcontext():
-                        time_group(r, before, afters, out, timing)
+                    if isinstance(out, Exception):
+                        raise out
+                    with hold() if hold is not None and owner[k] else contextlib.nullcontext():
+                        time_group(r, before, afters, out, timing, f"region.{k}")
                 except (CandidateError, RegionError, ValueError) as e:
                     out = [{"error": f"{type(e).__name__}: {e}"}] * len(afters)
                 results.append(out)
+            for n, r in enumerate(runners):
+                drop = getattr(r, "drop_inputs", None)
+                if drop is not None:
+                    drop([f"region.{k}" for k in owner if owner[k] == n])
         finished = True
     finally:
         # interrupted: a compile still in flight is left to its worker (closing it ends the thread)
         pool.shutdown(wait=finished, cancel_futures=True)
     return results
+
+
+def _judged(runner: Runner, job: Job, timing: TimingPolicy) -> list[dict]:
+    inputs, before, afters = job
+    try:
+        return judge_group(runner, inputs, before, afters, timing)
+    except (CandidateError, RegionError, ValueError) as e:
+        return [{"error": f"{type(e).__name__}: {e}"}] * len(afters)
+
+
+def _spread(jobs: Sequence[Job], n: int) -> dict[int, int]:
+    """Job index -> runner: the longest texts first, each to the least loaded runner so far."""
+    load = [0] * n
+    owner = {}
+    for k in sorted(range(len(jobs)), key=lambda k: -(len(jobs[k][1]) + sum(map(len, jobs[k][2])))):
+        owner[k] = load.index(min(load))
+        load[owner[k]] += len(jobs[k][1]) + sum(map(len, jobs[k][2]))
+    return owner
+
+
+def _compile_share(runner: Runner, chunk: Sequence[Job], ks: Sequence[int]) -> dict[int, list[dict] | Exception]:
+    """Compile the groups `ks` of `chunk` on `runner`, one after another (a thread's work)."""
+    out: dict[int, list[dict] | Exception] = {}
+    for k in ks:
+        inputs, before, afters = chunk[k]
+        try:
+            out[k] = compile_group(runner, inputs, before, afters, f"region.{k}")
+        except (CandidateError, RegionError, ValueError) as e:
+            out[k] = e
+    return out
 
 
 def _fill(res: RegionResult, rec: dict) -> None:
@@ -1033,7 +1084,7 @@ def evaluate_regions_on(executor, candidates: Sequence[Candidate],
     return results
 
 
-__all__ = ["Candidate", "NEGLIGIBLE_SHARE", "REGION_TIMING", "Region", "RegionCutter", "RegionError", "RegionResult",
+__all__ = ["COMPILES_PER_ROUND", "Candidate", "NEGLIGIBLE_SHARE", "REGION_TIMING", "Region", "RegionCutter", "RegionError", "RegionResult",
            "baseline", "boundary_inputs", "boundary_program", "boundary_values", "check_profile",
            "cut_region", "cut_regions", "evaluate_regions", "evaluate_regions_on", "module_of", "order_sites",
            "compile_group", "judge_group", "judge_groups", "random_inputs", "site_bounds", "skip_negligible", "time_group"]

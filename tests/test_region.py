@@ -400,14 +400,20 @@ def test_helpers_compile_side_by_side_and_every_timing_runs_alone():
     time_of = helper.time
     helper.time = lambda *a, **k: (held.append(main.lock.locked()), time_of(*a, **k))[1]
     jobs = [([], f"before{i}", [f"after{i}a", f"after{i}b"]) for i in range(3)] + [([], "bad-before", ["x"])]
-    out = region.judge_groups([main, helper], jobs)
+    out = region.judge_groups([main, helper], jobs, per_runner=1)
     assert [len(recs) for recs in out] == [2, 2, 2, 1]
     assert all("error" not in rec and rec["before"][0] > 0 for recs in out[:3] for rec in recs)
     assert "does not compile" in out[3][0]["error"]
     compiles = [(s, e, who) for kind, who, s, e in log if kind == "compile"]
     timings = [(s, e) for kind, _, s, e in log if kind == "time"]
-    assert len(timings) == 3 and held == [True]  # groups 0 and 2 on main, 1 on the helper
+    assert len(timings) == 3 and held == [True]  # two rounds: groups 0 and 2 on main, 1 on the helper
     assert not any(s < te and ts < e for s, e, _ in compiles for ts, te in timings)
     first_main = next((s, e) for s, e, who in compiles if who == "main")
     first_helper = next((s, e) for s, e, who in compiles if who == "helper")
     assert first_main[0] < first_helper[1] and first_helper[0] < first_main[1]  # side by side
+
+
+def test_a_round_spreads_the_longest_texts_first_over_the_runners():
+    jobs = [([], "b" * n, ["a" * n]) for n in (1, 9, 5, 4)]
+    owner = region._spread(jobs, 2)
+    assert owner == {1: 0, 2: 1, 3: 1, 0: 0}  # 9 | 5, then 4 to the lighter, then 1

@@ -285,7 +285,8 @@ class Regional(Strategy):
             return winners
         with self._timer("inputs"):
             inputs = self._inputs(ctx, aug, cut)
-        step = 1 + len(self.helpers)  # regions compiled at once
+        # regions judged at once: a round of compiles on every worker (`region.judge_groups`)
+        step = (1 + len(self.helpers)) * region.COMPILES_PER_ROUND if self.helpers else 1
         for k in range(0, len(cut), step):
             if ctx.out_of_time() or (self._assemblable(ctx, winners)
                                      and ctx.time_left() < self.reserve + self._whole_estimate(ctx)):
