@@ -919,8 +919,11 @@ def time_group(runner: Runner, before: str, afters: Sequence[str], out: list[dic
             out[k].update(before=(tb.full, list(tb.samples)), after=(ta.full, list(ta.samples)))
 
 
-#: Regions each runner compiles per round of `judge_groups` (a round's compiles end together)
-COMPILES_PER_ROUND = 4
+#: Regions each runner compiles per round of `judge_groups` (a round's compiles end together).
+#: One: rounds of four judged no more regions a second (two compiles side by side already take
+#: about all the cores' time), and a search that must stop judging to assemble a winner waits
+#: for its round to end (on the haiku ResNet18 train step, 8 s of 19 before its paying lead)
+COMPILES_PER_ROUND = 1
 
 Job = tuple[Sequence[np.ndarray], str, Sequence[str]]  # a region's (inputs, before, afters)
 
