@@ -232,6 +232,7 @@ class LockedWorker:
         return LockedWorker(worker, self._lock)
 
     def turn(self) -> AbstractContextManager:
+        """The wrapped runner's turn (`Worker.turn`), where it has one."""
         turn = getattr(self._worker, "turn", None)
         return turn() if turn is not None else contextlib.nullcontext()
 
