@@ -2,13 +2,14 @@
 
     python benchmarks/noise_stability.py --profiles 3            # back-to-back quick profiles
     python benchmarks/noise_stability.py --profiles 1 --control 8 --control-repeats 6
+    python benchmarks/noise_stability.py --profiles 1 --control 12 --control-dataset zoo
 
 Stability: measures `--profiles` quick profiles back to back (the bench's spec,
 `shlo_env.bench.sweep.QUICK_NOISE`) and prints, per profile, the pooled faster threshold and the
 per-runtime one (`shlo_env.noise_model.NoiseModel`) at 0.3, 1 and 10 ms. Also the pooled threshold of
 the old quick spec (6 self-timings of every program: the first 6 of each program here).
 
-Control: corpus programs that are not in the profile are each timed against themselves
+Control: corpus (or zoo, `--control-dataset zoo`) programs that are not in the profile are each timed against themselves
 `--control-repeats` times (one timing request each, as the search times a candidate); the share
 classified "faster" by the last profile's thresholds at their runtime, and by its pooled
 threshold. An honest threshold classifies about (1 - quantile) / 2 = 2.5 % of them as faster.
@@ -38,7 +39,9 @@ def old_pooled(profile: dict, repeats: int = 6) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profiles", type=int, default=3)
-    ap.add_argument("--control", type=int, default=0, help="corpus programs timed against themselves")
+    ap.add_argument("--control", type=int, default=0, help="programs timed against themselves")
+    ap.add_argument("--control-dataset", default="corpus", choices=("corpus", "zoo"),
+                    help="where the control programs come from (default corpus; zoo: the fastest first)")
     ap.add_argument("--control-repeats", type=int, default=6)
     ap.add_argument("--json", default=None, help="write the profiles and control ratios here")
     a = ap.parse_args()
@@ -58,7 +61,10 @@ def main() -> None:
         if a.control and profiles:
             m = noise.NoiseModel.from_profile(profiles[-1])
             used = {label for label, _ in programs}
-            entries = [e for e in corpus.entries("corpus") if e.uri not in used][: a.control]
+            entries = [e for e in corpus.entries(a.control_dataset) if e.uri not in used]
+            if a.control_dataset == "zoo":  # the fastest first: the slowest take seconds a timing
+                entries.sort(key=lambda e: e.metadata.get("runtime_ms", 0.0))
+            entries = entries[: a.control]
             before = load()
             for e in entries:
                 prog = corpus.load(e.uri)
@@ -72,10 +78,15 @@ def main() -> None:
                     print(f"{e.uri}: {err}")
             per_runtime = sum(r < m.faster_at(t) for _, t, r in control)
             pooled = sum(r < m.faster for _, t, r in control)
-            print(f"control: {len(control)} self-comparisons of {len(entries)} corpus programs (load {before} -> "
+            print(f"control: {len(control)} self-comparisons of {len(entries)} {a.control_dataset} programs (load {before} -> "
                   f"{load()}): classified faster {per_runtime} ({per_runtime / max(1, len(control)):.1%}) by the "
                   f"per-runtime thresholds, {pooled} ({pooled / max(1, len(control)):.1%}) by the pooled one "
                   f"({m.faster:.3f})")
+            for uri in dict.fromkeys(u for u, _, _ in control):
+                rs = [(t, r) for u, t, r in control if u == uri]
+                t = min(t for t, _ in rs)
+                print(f"  {uri}: {t * 1e3:.2f} ms, faster < {m.faster_at(t):.3f}, ratios "
+                      + " ".join(f"{r:.3f}" for _, r in rs))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"profiles": profiles, "control": control}, f)

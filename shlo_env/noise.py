@@ -1,7 +1,8 @@
 """The noise profile of a machine (HloEnv paper, Appendix D.3) and `shlo-env noise`.
 
-About ten programs spanning the runtime range (sub-graphs of a few microseconds up to corpus
-programs of tens of milliseconds) are each timed against themselves many times, with exactly
+About twelve programs spanning the runtime range and the bench's datasets (sub-graphs of a few
+microseconds, corpus programs up to about ten milliseconds, and two zoo models of tens of
+milliseconds) are each timed against themselves many times, with exactly
 the procedure the search uses for a candidate (one worker request: 3 warm-ups, then A, B, A, B
 ... for at least 10 rounds and 0.2 s). Every repeat gives one ratio T(B)/T(A) of a program
 against itself: the distribution of these ratios is what a candidate's ratio looks like when
@@ -40,27 +41,36 @@ from shlo_env.noise_model import MIN_SAMPLES, NoiseModel, accepts, thresholds
 from shlo_env.timing import SEARCH, TimingPolicy, default_timeout
 
 
-def profile_programs(count: int = 10, seed: int = 0) -> list[tuple[str, Program]]:
-    """`count` programs spanning the runtime range: about a third sub-graphs (microseconds), the
-    rest corpus programs at evenly spaced quantiles of their recorded runtime."""
+def profile_programs(count: int = 12, seed: int = 0) -> list[tuple[str, Program]]:
+    """`count` programs spanning the runtime range and the bench's datasets: about a third
+    sub-graphs (microseconds), a fifth zoo programs (third-party models, at evenly spaced
+    quantiles of their recorded runtime: their noise differs from the corpus's at the same
+    runtime), the rest corpus programs at evenly spaced quantiles of their recorded runtime."""
     from shlo_env import corpus, runtime
 
     rng = random.Random(seed)
-    n_sub = max(1, count // 3)
+    n_sub, n_zoo = max(1, count // 3), count // 5
     picks: list[str] = []
     sub = corpus.entries("inst-10-20")
     picks += [e.uri for e in rng.sample(sub, (n_sub + 1) // 2)]
     sub = corpus.entries("inst-20-40")
     picks += [e.uri for e in rng.sample(sub, n_sub // 2)]
     cpu = runtime.platform() == "cpu"
-    progs = sorted((e for e in corpus.entries("corpus") if cpu or not e.metadata.get("custom_calls")),
-                   key=lambda e: e.metadata.get("runtime_ms", 0.0))
-    n_corpus = max(1, count - len(picks))
+
+    def by_runtime(dataset: str) -> list:
+        return sorted((e for e in corpus.entries(dataset) if cpu or not e.metadata.get("custom_calls")),
+                      key=lambda e: e.metadata.get("runtime_ms", 0.0))
+
+    progs = by_runtime("corpus")
+    n_corpus = max(1, count - len(picks) - n_zoo)
     if n_corpus >= len(progs):
         idx = list(range(len(progs)))
     else:
         idx = sorted({round(i * (len(progs) - 1) / max(1, n_corpus - 1)) for i in range(n_corpus)})
     picks += [progs[i].uri for i in idx]
+    if n_zoo:  # the inner quantiles (i / (n_zoo + 1)): the slowest zoo programs take seconds a timing
+        zoo = by_runtime(corpus.ZOO)
+        picks += list(dict.fromkeys(zoo[round(i * (len(zoo) - 1) / (n_zoo + 1))].uri for i in range(1, n_zoo + 1)))
     return [(uri, corpus.load(uri)) for uri in picks]
 
 
@@ -155,7 +165,8 @@ def format_profile(profile: dict) -> str:
 # --- `shlo-env noise` -------------------------------------------------------------------------
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--programs", type=int, default=10, help="programs spanning the runtime range (default 10)")
+    parser.add_argument("--programs", type=int, default=12,
+                        help="programs spanning the runtime range and the datasets (default 12)")
     parser.add_argument("--repeats", type=int, default=20, help="self-timings per program (default 20)")
     parser.add_argument("--quantile", type=float, default=0.95,
                         help="quantile of |log ratio| that sets the thresholds (default 0.95)")

@@ -18,10 +18,10 @@ from shlo_env.search.options import SearchOptions
 if TYPE_CHECKING:
     from shlo_env.executors import Task
 
-# measured before a sweep when the DB has no profile; programs of >= 0.1 ms (the corpus, whose
-# per-runtime thresholds the bench's verdicts use) get more self-timings
-QUICK_NOISE = dict(programs=10, repeats=6, long_repeats=12)
-FULL_NOISE = dict(programs=10, repeats=20)  # `--noise-profile`, `shlo-env noise`
+# measured before a sweep when the DB has no profile; programs of >= 0.1 ms (the corpus and the
+# zoo, whose per-runtime thresholds the bench's verdicts use) get more self-timings
+QUICK_NOISE = dict(programs=12, repeats=6, long_repeats=12)
+FULL_NOISE = dict(programs=12, repeats=20)  # `--noise-profile`, `shlo-env noise`
 
 
 def measurement_config(options: SearchOptions) -> dict:
