@@ -1,10 +1,9 @@
 """The noise profile of a machine (HloEnv paper, Appendix D.3) and `shlo-env noise`.
 
 About twelve programs spanning the runtime range and the bench's datasets (sub-graphs of a few
-microseconds, corpus programs up to about ten milliseconds, and two zoo models of tens of
-milliseconds) are each timed against themselves many times, with exactly
-the procedure the search uses for a candidate (one worker request: 3 warm-ups, then A, B, A, B
-... for at least 10 rounds and 0.2 s). Every repeat gives one ratio T(B)/T(A) of a program
+microseconds, corpus programs up to about ten milliseconds, and three zoo models) are each timed
+against themselves many times, with exactly the procedure the search uses for a candidate (one
+worker request: 3 warm-ups, then A, B, A, B ... for at least 10 rounds and 0.2 s). Every repeat gives one ratio T(B)/T(A) of a program
 against itself: the distribution of these ratios is what a candidate's ratio looks like when
 the rewrite changed nothing. The thresholds are
 
@@ -43,13 +42,14 @@ from shlo_env.timing import SEARCH, TimingPolicy, default_timeout
 
 def profile_programs(count: int = 12, seed: int = 0) -> list[tuple[str, Program]]:
     """`count` programs spanning the runtime range and the bench's datasets: about a third
-    sub-graphs (microseconds), a fifth zoo programs (third-party models, at evenly spaced
-    quantiles of their recorded runtime: their noise differs from the corpus's at the same
-    runtime), the rest corpus programs at evenly spaced quantiles of their recorded runtime."""
+    sub-graphs (microseconds), a quarter zoo programs (third-party models, at evenly spaced
+    inner quantiles of their recorded runtime: their noise differs from the corpus's at the
+    same runtime), the rest corpus programs at evenly spaced quantiles of their recorded runtime."""
     from shlo_env import corpus, runtime
 
     rng = random.Random(seed)
-    n_sub, n_zoo = max(1, count // 3), count // 5
+    # a small profile (a test's) keeps to sub-graphs and corpus programs
+    n_sub, n_zoo = max(1, count // 3), count // 4 if count >= 8 else 0
     picks: list[str] = []
     sub = corpus.entries("inst-10-20")
     picks += [e.uri for e in rng.sample(sub, (n_sub + 1) // 2)]

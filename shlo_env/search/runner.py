@@ -739,13 +739,13 @@ def _final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best, t
             res.reason = (res.reason + "; " if res.reason else "") + (
                 f"the final timing measured {res.ratio:.3f}, a second one {again:.3f}: the rewrite is kept")
             return True
-        accepted_at = res.accept_ratio
+        how = (f"the paired test had accepted it at {res.accept_ratio:.3f}" if res.acceptance == "accept"
+               else f"acceptance: {res.acceptance or 'the screening timing alone'}")
         _return_original(res, original)
         res.baseline = res.best = _timing(again_b)
         res.ratio = 1.0
         res.reason = (f"the final timings measured the best candidate at {tc.full / tb.full:.3f} and {again:.3f}, "
-                      f"not faster than the original (the paired test had accepted it at {accepted_at:.3f}): "
-                      f"the original is kept")
+                      f"not faster than the original ({how}): the original is kept")
         return False
     except CandidateError as e:
         res.reason = (res.reason + "; " if res.reason else "") + f"final measurement failed ({e})"
