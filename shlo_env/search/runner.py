@@ -508,8 +508,8 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
                     cuts.append(f"final measurement: {budget.left(t0):.1f} s left, it takes {final_s:.1f} s "
                                 f"(the search's timings are reported)")
                 else:
-                    kept = _final_measurement(res, evaluator, w, best if accepted else None,
-                                              max(0.5, budget.left(t0)), program)
+                    kept = _final_measurement(res, evaluator, w, best if accepted else None, program,
+                                              max(0.5, budget.left(t0)))
                     accepted = accepted and kept
                 phase("final")
             if not res.baseline:
@@ -706,8 +706,8 @@ def _side_by_side(evaluator: Evaluator, worker, best, timeout_s: float | None):
     return worker.time([base[0], text], key, evaluator.timing, base[1], timeout_s=timeout_s)
 
 
-def _final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best, timeout_s: float | None = None,
-                       original: Program | None = None) -> bool:
+def _final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best, original: Program,
+                       timeout_s: float | None = None) -> bool:
     """Time the returned program (side by side with the original when it is a rewrite), on
     the search's input set 0 (already in the worker: no second copy of a large model's inputs).
     The reported ratio is this timing. One that says the accepted rewrite is not faster
@@ -725,7 +725,7 @@ def _final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best, t
         tb, tc = _side_by_side(evaluator, worker, best, timeout_s)
         res.baseline, res.best = _timing(tb), _timing(tc)
         res.ratio = tc.full / tb.full
-        if res.ratio < 1.0 or original is None:
+        if res.ratio < 1.0:
             return True
         took = time.perf_counter() - t0
         left = None if timeout_s is None else timeout_s - took
