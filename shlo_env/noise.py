@@ -22,7 +22,8 @@ thresholds of the samples of the profile programs nearest to T in log runtime, t
 until at least `MIN_SAMPLES` self-timings are in (the pooled thresholds when the profile has no
 per-program samples). Profiles are stored in the results database per environment, with their
 per-program samples (so a profile stored before the model existed gives the same model);
-`shlo-env bench` uses the latest one (and measures a quick one first when there is none).
+`shlo-env bench` uses the latest one (and measures a quick one first when there is none, or when
+the latest is older than its `--noise-max-age`).
 """
 
 from __future__ import annotations

@@ -211,3 +211,35 @@ def test_benchmark_tables_print_huge_decision_spaces_short():
     assert space_text(999_999) == "999999"
     assert space_text(15 * 10**28) == "1.5e29"
     assert space_text(81 * 10**400) == "8.1e401"
+
+
+def test_a_stale_noise_profile_is_measured_again_only_when_there_is_something_to_measure(tmp_path, monkeypatch):
+    import importlib
+    import io
+
+    from shlo_env import noise
+
+    sweep_mod = importlib.import_module("shlo_env.bench.sweep")  # the package exports the function `sweep`
+
+    db_path = tmp_path / "r.sqlite"
+    _seed_profile(db_path)
+    measured = []
+
+    def fake_measure(programs, **kwargs):
+        measured.append(kwargs)
+        return {"faster": 0.97, "slower": 1.03, "samples": 1, "method": "fake"}
+
+    monkeypatch.setattr(noise, "measure", fake_measure)
+    monkeypatch.setattr(noise, "profile_programs", lambda count, seed: [])
+    env_id = environment()["env_id"]
+    opts = bench.SweepOptions(db_path=db_path, progress=False)
+    with ResultsDB(db_path) as db:
+        log = io.StringIO()
+        assert sweep_mod._noise_profile(db, env_id, opts, True, log)["faster"] == 0.9 and not measured  # fresh
+        db.conn.execute("UPDATE noise_profiles SET created='2026-01-01T00:00:00.000+00:00'")
+        assert sweep_mod._noise_profile(db, env_id, opts, False, log)["faster"] == 0.9 and not measured  # nothing to run
+        assert sweep_mod._noise_profile(db, env_id, opts, True, log)["faster"] == 0.97 and len(measured) == 1
+        assert "the latest (2026-01-01T00:00) is older than 1 h; measuring" in log.getvalue()
+        always = bench.SweepOptions(db_path=db_path, progress=False, noise_max_age_h=0.0)
+        assert sweep_mod._noise_profile(db, env_id, always, True, log)["method"] == "fake" and len(measured) == 2
+    assert sweep_mod._age_h("not a time") == math.inf

@@ -35,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--noise-profile", action="store_true",
                         help="measure this machine's noise profile again before the sweep")
     parser.add_argument("--noise-repeats", type=int, default=None, help="self-timings per profile program")
+    parser.add_argument("--noise-max-age", type=float, default=1.0, metavar="HOURS",
+                        help="measure a quick noise profile first when the database's latest is older than this "
+                             "and there is something to measure (default 1; a machine's noise drifts)")
     parser.add_argument("--retry-errors", action="store_true", help="run failed measurements again")
     parser.add_argument("--peak-flops", type=float, default=None, help="device peak flops/s for the roofline")
     parser.add_argument("--peak-bandwidth", type=float, default=None, help="device peak bytes/s for the roofline")
@@ -55,6 +58,7 @@ def options_from_args(args: argparse.Namespace) -> SweepOptions:
         **search, limit=args.limit, workers=args.workers,
         executor=args.executor, ray_address=args.ray_address, db_path=args.db, out=args.out,
         retry_errors=args.retry_errors, noise_profile=args.noise_profile, noise_repeats=args.noise_repeats,
+        noise_max_age_h=args.noise_max_age,
         peak_flops=args.peak_flops, peak_bandwidth=args.peak_bandwidth, examples_only=args.examples,
         progress=not args.no_progress, plot=not args.no_plot)
 

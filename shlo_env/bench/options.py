@@ -47,6 +47,7 @@ class SweepOptions:
     retry_errors: bool = False  # measure failed (program, strategy) pairs again
     noise_profile: bool = False  # measure a new noise profile first, even if the database has one
     noise_repeats: int | None = None
+    noise_max_age_h: float = 1.0  # a sweep with something to measure re-measures an older profile
     peak_flops: float | None = None
     peak_bandwidth: float | None = None
     # the reports

@@ -4,6 +4,7 @@ measurement stored in the results database as it arrives (see `shlo_env.bench`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -64,35 +65,21 @@ def sweep(datasets: Sequence[str] = QUICK_SUITE, strategies: Sequence[str] = (DE
             db.set_peak_rates(env_id, flops, bw, source)
         peaks = (flops, bw, source)
 
-        # the noise profile: the latest of this environment, or a new one
-        profile = None if o.noise_profile else db.noise_profile(env_id)
-        if profile is None:
-            spec = dict(FULL_NOISE if o.noise_profile else QUICK_NOISE)
-            if o.noise_repeats:
-                spec["repeats"] = o.noise_repeats
-            more = f", {spec['long_repeats']} for those of >= 0.1 ms" if spec.get("long_repeats") else ""
-            print(f"measuring this machine's noise profile ({spec['programs']} programs x {spec['repeats']} "
-                  f"self-timings{more}){'' if o.noise_profile else '; shlo-env noise measures a longer one'}", file=log)
-            measured = noise.measure(noise.profile_programs(spec["programs"], o.seed), repeats=spec["repeats"],
-                                     long_repeats=spec.get("long_repeats"), device_lock=DeviceLock(),
-                                     progress=o.progress)
-            db.add_noise_profile(env_id, measured)
-            profile = db.noise_profile(env_id)
-            assert profile is not None  # just stored
-        model = noise.NoiseModel.from_profile(profile)
-        print(f"noise profile {profile['id']}: pooled faster < {profile['faster']:.3f}, slower > "
-              f"{profile['slower']:.3f} ({profile['samples']} self-timings, {profile['created'][:19]}); each "
-              f"program gets the thresholds of the profile programs nearest its runtime "
-              f"(1 ms: faster < {model.faster_at(1e-3):.3f})", file=log)
-
-        # the programs and the measurements asked for
-        search = o.search_options(threshold=model)
-        configs = {s: measurement_config(search.with_(strategy=s)) for s in strategies}
+        # the programs and the measurements asked for (their keys do not depend on the noise model)
+        configs = {s: measurement_config(o.search_options(strategy=s)) for s in strategies}
         keys = {s: config_key(c) for s, c in configs.items()}
         wanted = [(it, s) for it in items for s in strategies]
         done = db.done_keys(env_id, set(keys.values()), include_errors=not o.retry_errors)
         todo = [(it, s) for it, s in wanted if (it.dataset, it.uri, it.hash, s, keys[s]) not in done]
         resumed = len(wanted) - len(todo)
+
+        profile = _noise_profile(db, env_id, o, bool(todo), log)
+        model = noise.NoiseModel.from_profile(profile)
+        print(f"noise profile {profile['id']}: pooled faster < {profile['faster']:.3f}, slower > "
+              f"{profile['slower']:.3f} ({profile['samples']} self-timings, {profile['created'][:19]}); each "
+              f"program gets the thresholds of the profile programs nearest its runtime "
+              f"(1 ms: faster < {model.faster_at(1e-3):.3f})", file=log)
+        search = o.search_options(threshold=model)
         print(f"shlo-env bench: {len(items)} programs ({', '.join(short_label(dataset_label(d)) for d in datasets)}) "
               f"x {len(strategies)} strateg{'y' if len(strategies) == 1 else 'ies'} ({', '.join(strategies)}), "
               f"budget {o.budget_s:g} s each, executor {o.executor}" + (f" x{o.workers}" if o.workers else "") + "; "
@@ -121,6 +108,48 @@ def sweep(datasets: Sequence[str] = QUICK_SUITE, strategies: Sequence[str] = (DE
         return result
     finally:
         db.close()
+
+
+def _noise_profile(db, env_id: str, o: SweepOptions, measuring: bool, log: TextIO) -> dict:
+    """The noise profile a sweep judges by: the latest of this environment, or, when there is
+    none, when `o.noise_profile` asks, or when the latest is older than `o.noise_max_age_h` and
+    the sweep has something to measure, a new one (a machine's noise changes within minutes:
+    docs/bench.md, "The noise profile")."""
+    from shlo_env import noise
+    from shlo_env.executors import DeviceLock
+
+    profile = None if o.noise_profile else db.noise_profile(env_id)
+    why = ""
+    if profile is not None and measuring and _age_h(profile["created"]) > o.noise_max_age_h:
+        why = f"the latest ({profile['created'][:16]}) is older than {o.noise_max_age_h:g} h; "
+        profile = None
+    if profile is None:
+        spec = dict(FULL_NOISE if o.noise_profile else QUICK_NOISE)
+        if o.noise_repeats:
+            spec["repeats"] = o.noise_repeats
+        more = f", {spec['long_repeats']} for those of >= 0.1 ms" if spec.get("long_repeats") else ""
+        print(f"{why}measuring this machine's noise profile ({spec['programs']} programs x {spec['repeats']} "
+              f"self-timings{more}){'' if o.noise_profile else '; shlo-env noise measures a longer one'}", file=log)
+        measured = noise.measure(noise.profile_programs(spec["programs"], o.seed), repeats=spec["repeats"],
+                                 long_repeats=spec.get("long_repeats"), device_lock=DeviceLock(),
+                                 progress=o.progress)
+        db.add_noise_profile(env_id, measured)
+        profile = db.noise_profile(env_id)
+        assert profile is not None  # just stored
+    return profile
+
+
+def _age_h(created: str) -> float:
+    """Hours since an ISO time stamp (the results database's); infinite when it does not parse."""
+    import datetime
+
+    try:
+        then = datetime.datetime.fromisoformat(created)
+    except (TypeError, ValueError):
+        return math.inf
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=datetime.timezone.utc)
+    return (datetime.datetime.now(datetime.timezone.utc) - then).total_seconds() / 3600
 
 
 @dataclasses.dataclass(frozen=True)
