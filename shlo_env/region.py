@@ -926,6 +926,7 @@ def time_group(runner: Runner, before: str, afters: Sequence[str], out: list[dic
 COMPILES_PER_ROUND = 1
 
 Job = tuple[Sequence[np.ndarray], str, Sequence[str]]  # a region's (inputs, before, afters)
+JUDGING_ERRORS = (CandidateError, RegionError, ValueError)  # what fails one group, not the judging
 
 
 def judge_groups(runners: Sequence[Runner], jobs: Sequence[Job], timing: TimingPolicy = REGION_TIMING,
@@ -964,8 +965,8 @@ def judge_groups(runners: Sequence[Runner], jobs: Sequence[Job], timing: TimingP
                         raise out
                     with hold() if hold is not None and owner[k] else contextlib.nullcontext():
                         time_group(r, before, afters, out, timing, f"region.{k}")
-                except (CandidateError, RegionError, ValueError) as e:
-                    out = [{"error": f"{type(e).__name__}: {e}"}] * len(afters)
+                except JUDGING_ERRORS as e:
+                    out = _failed(e, len(afters))
                 results.append(out)
             for n, r in enumerate(runners):
                 drop = getattr(r, "drop_inputs", None)
@@ -982,17 +983,23 @@ def _judged(runner: Runner, job: Job, timing: TimingPolicy) -> list[dict]:
     inputs, before, afters = job
     try:
         return judge_group(runner, inputs, before, afters, timing)
-    except (CandidateError, RegionError, ValueError) as e:
-        return [{"error": f"{type(e).__name__}: {e}"}] * len(afters)
+    except JUDGING_ERRORS as e:
+        return _failed(e, len(afters))
+
+
+def _failed(e: Exception, n: int) -> list[dict]:
+    """The records of a group's `n` afters when judging the group failed with `e`."""
+    return [{"error": f"{type(e).__name__}: {e}"}] * n
 
 
 def _spread(jobs: Sequence[Job], n: int) -> dict[int, int]:
     """Job index -> runner: the longest texts first, each to the least loaded runner so far."""
+    size = [len(before) + sum(map(len, afters)) for _, before, afters in jobs]
     load = [0] * n
     owner = {}
-    for k in sorted(range(len(jobs)), key=lambda k: -(len(jobs[k][1]) + sum(map(len, jobs[k][2])))):
+    for k in sorted(range(len(jobs)), key=lambda k: -size[k]):
         owner[k] = load.index(min(load))
-        load[owner[k]] += len(jobs[k][1]) + sum(map(len, jobs[k][2]))
+        load[owner[k]] += size[k]
     return owner
 
 
@@ -1003,7 +1010,7 @@ def _compile_share(runner: Runner, chunk: Sequence[Job], ks: Sequence[int]) -> d
         inputs, before, afters = chunk[k]
         try:
             out[k] = compile_group(runner, inputs, before, afters, f"region.{k}")
-        except (CandidateError, RegionError, ValueError) as e:
+        except JUDGING_ERRORS as e:
             out[k] = e
     return out
 
@@ -1087,7 +1094,8 @@ def evaluate_regions_on(executor, candidates: Sequence[Candidate],
     return results
 
 
-__all__ = ["COMPILES_PER_ROUND", "Candidate", "NEGLIGIBLE_SHARE", "REGION_TIMING", "Region", "RegionCutter", "RegionError", "RegionResult",
+__all__ = ["COMPILES_PER_ROUND", "Candidate", "NEGLIGIBLE_SHARE", "REGION_TIMING", "Region", "RegionCutter",
+           "RegionError", "RegionResult",
            "baseline", "boundary_inputs", "boundary_program", "boundary_values", "check_profile",
            "cut_region", "cut_regions", "evaluate_regions", "evaluate_regions_on", "module_of", "order_sites",
            "compile_group", "judge_group", "judge_groups", "random_inputs", "site_bounds", "skip_negligible", "time_group"]
