@@ -12,7 +12,10 @@ the old quick spec (6 self-timings of every program: the first 6 of each program
 Control: corpus (or zoo, `--control-dataset zoo`) programs that are not in the profile are each timed against themselves
 `--control-repeats` times (one timing request each, as the search times a candidate); the share
 classified "faster" by the last profile's thresholds at their runtime, and by its pooled
-threshold. An honest threshold classifies about (1 - quantile) / 2 = 2.5 % of them as faster.
+threshold; and each program's self-timings in consecutive threes, their medians judged as the
+bench judges a rewrite's final ratio (the median of `FINAL_TIMINGS` timings, by the profile's
+medians of as many self-timings). An honest threshold classifies about (1 - quantile) / 2 =
+2.5 % of them as faster.
 Load averages are printed with each step (the machine may be shared).
 """
 
@@ -24,7 +27,7 @@ import os
 
 from shlo_env import corpus, noise, runtime
 from shlo_env.bench.sweep import QUICK_NOISE
-from shlo_env.timing import SEARCH
+from shlo_env.timing import FINAL_TIMINGS, SEARCH
 from shlo_env.worker import CandidateError, Worker
 
 
@@ -82,10 +85,19 @@ def main() -> None:
                   f"{load()}): classified faster {per_runtime} ({per_runtime / max(1, len(control)):.1%}) by the "
                   f"per-runtime thresholds, {pooled} ({pooled / max(1, len(control)):.1%}) by the pooled one "
                   f"({m.faster:.3f})")
+            grouped = []  # (runtime, median of FINAL_TIMINGS consecutive self-timings) per program
+            for uri in dict.fromkeys(u for u, _, _ in control):
+                rs = [(t, r) for u, t, r in control if u == uri]
+                grouped += [(min(t for t, _ in rs), r) for r in noise.medians([r for _, r in rs], FINAL_TIMINGS)]
+            medians = sum(r < m.faster_at(t, FINAL_TIMINGS) for t, r in grouped)
+            print(f"control, medians of {FINAL_TIMINGS} (a rewrite's final ratio): {medians} of {len(grouped)} "
+                  f"({medians / max(1, len(grouped)):.1%}) classified faster by the profile's medians of "
+                  f"{FINAL_TIMINGS} at their runtime")
             for uri in dict.fromkeys(u for u, _, _ in control):
                 rs = [(t, r) for u, t, r in control if u == uri]
                 t = min(t for t, _ in rs)
-                print(f"  {uri}: {t * 1e3:.2f} ms, faster < {m.faster_at(t):.3f}, ratios "
+                print(f"  {uri}: {t * 1e3:.2f} ms, faster < {m.faster_at(t):.3f} (median of {FINAL_TIMINGS}: "
+                      f"< {m.faster_at(t, FINAL_TIMINGS):.3f}), ratios "
                       + " ".join(f"{r:.3f}" for _, r in rs))
     if a.json:
         with open(a.json, "w") as f:

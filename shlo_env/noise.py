@@ -15,6 +15,11 @@ self-comparisons give (a quantile rather than the extreme, which with a few hund
 one stray measurement taken while another process ran). The paper found 0.94 / 1.06 on its
 machines.
 
+A returned rewrite's final ratio is the median of three side-by-side timings
+(`timing.FINAL_TIMINGS`): it is judged by the same quantile over medians of three consecutive
+self-timings (`NoiseModel.thresholds(runtime, timings=3)`), a band about half as wide, since one
+stray timing in three no longer sets it.
+
 Noise depends on the runtime: a 5 µs sub-graph's self-ratios spread far wider than a 10 ms
 program's, so one pooled quantile lets the noisiest programs set the threshold of all.
 `NoiseModel` keeps each profile program's (runtime, ratios) and gives a program of runtime T the
@@ -37,8 +42,8 @@ import time
 import numpy as np
 
 from shlo_env.import_ import Program
-from shlo_env.noise_model import MIN_SAMPLES, NoiseModel, accepts, thresholds
-from shlo_env.timing import SEARCH, TimingPolicy, default_timeout
+from shlo_env.noise_model import MIN_SAMPLES, NoiseModel, accepts, medians, thresholds
+from shlo_env.timing import FINAL_TIMINGS, SEARCH, TimingPolicy, default_timeout
 
 
 def profile_programs(count: int = 12, seed: int = 0) -> list[tuple[str, Program]]:
@@ -149,18 +154,23 @@ def format_profile(profile: dict) -> str:
     rows = []
     for d in profile["details"] or []:
         if "error" in d:
-            rows.append((d["program"], "-", "-", "-", "-", "-", d["error"][:60]))
+            rows.append((d["program"], "-", "-", "-", "-", "-", d["error"][:60], "-"))
             continue
         faster, slower = model.thresholds(d["runtime_s"])
+        faster3, slower3 = model.thresholds(d["runtime_s"], FINAL_TIMINGS)
         rows.append((d["program"], f"{d['runtime_s'] * 1e3:.4f}", str(d["n"]), f"{d['min']:.3f}",
-                     f"{d['median']:.3f}", f"{d['max']:.3f}", f"{faster:.3f} / {slower:.3f}"))
-    head = ("program", "T ms", "repeats", "min ratio", "median", "max ratio", "thresholds at T")
+                     f"{d['median']:.3f}", f"{d['max']:.3f}", f"{faster:.3f} / {slower:.3f}",
+                     f"{faster3:.3f} / {slower3:.3f}"))
+    head = ("program", "T ms", "repeats", "min ratio", "median", "max ratio", "thresholds at T",
+            f"median of {FINAL_TIMINGS}")
     load = profile.get("load_avg")
     return (format_table(head, rows) + f"\n\npooled thresholds: faster < {profile['faster']:.3f}, slower > "
             f"{profile['slower']:.3f} ({profile['samples']} self-timings, {profile['method']}"
             + (f"; load average {load:.2f}" if load is not None else "") + ")\n"
             f"a program of runtime T gets the thresholds of the >= {model.min_samples} self-timings of the "
-            f"profile programs nearest T (column 'thresholds at T'; the bench uses these)")
+            f"profile programs nearest T (column 'thresholds at T'; the bench uses these), and for a "
+            f"rewrite's final ratio, the median of {FINAL_TIMINGS} timings, those of as many medians of "
+            f"{FINAL_TIMINGS} self-timings")
 
 
 # --- `shlo-env noise` -------------------------------------------------------------------------
@@ -168,7 +178,8 @@ def format_profile(profile: dict) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--programs", type=int, default=12,
                         help="programs spanning the runtime range and the datasets (default 12)")
-    parser.add_argument("--repeats", type=int, default=20, help="self-timings per program (default 20)")
+    parser.add_argument("--repeats", type=int, default=21,
+                        help="self-timings per program (default 21: 7 medians of three for a rewrite's final ratio)")
     parser.add_argument("--quantile", type=float, default=0.95,
                         help="quantile of |log ratio| that sets the thresholds (default 0.95)")
     parser.add_argument("--db", default=None, help="results database (default ./results/shlo_env.sqlite)")
@@ -192,4 +203,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["MIN_SAMPLES", "NoiseModel", "accepts", "measure", "profile_programs", "thresholds", "format_profile"]
+__all__ = ["MIN_SAMPLES", "NoiseModel", "accepts", "measure", "medians", "profile_programs", "thresholds", "format_profile"]

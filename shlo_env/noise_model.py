@@ -23,6 +23,15 @@ def thresholds(ratios, quantile: float = 0.95) -> tuple[float, float]:
 MIN_SAMPLES = 30  # self-timings behind a per-runtime threshold (the nearest programs' samples)
 
 
+def medians(ratios, timings: int) -> tuple[float, ...]:
+    """Medians of `ratios` in consecutive groups of `timings` (a last, shorter group is dropped):
+    what a ratio measured as the median of `timings` side-by-side timings looks like when the
+    program is timed against itself. The ratios themselves when `timings` <= 1."""
+    if timings <= 1:
+        return tuple(ratios)
+    return tuple(float(np.median(ratios[i:i + timings])) for i in range(0, len(ratios) - timings + 1, timings))
+
+
 def accepts(ratio: float, median_ratio: float, threshold: float) -> bool:
     """The one screening rule for a one-shot side-by-side measurement: faster than `threshold`
     only when both its 10th-percentile ratio and its median per-call ratio are below it (a
@@ -62,37 +71,45 @@ class NoiseModel:
         return cls(float(profile["faster"]), float(profile["slower"]), float(profile.get("quantile") or 0.95),
                    tuple(progs), min_samples, profile.get("id"))
 
-    def nearest(self, runtime_s: float | None) -> list[tuple[float, tuple[float, ...]]]:
+    def nearest(self, runtime_s: float | None, timings: int = 1) -> list[tuple[float, tuple[float, ...]]]:
         """The profile programs nearest to `runtime_s` in log runtime, enough for `min_samples`
-        self-timings (all of them when the profile has fewer); [] without a usable runtime."""
+        samples (all of them when the profile has fewer), each program's samples being its
+        self-timings, or with `timings` > 1 their medians in consecutive groups of that many
+        (`medians`); [] without a usable runtime."""
         if runtime_s is None or not math.isfinite(runtime_s) or runtime_s <= 0 or not self.programs:
             return []
         by_distance = sorted(self.programs, key=lambda p: abs(math.log(p[0] / runtime_s)))
         picked, n = [], 0
-        for p in by_distance:
-            picked.append(p)
-            n += len(p[1])
+        for t, ratios in by_distance:
+            samples = medians(ratios, timings)
+            if not samples:
+                continue
+            picked.append((t, samples))
+            n += len(samples)
             if n >= self.min_samples:
                 break
         return picked
 
-    def thresholds(self, runtime_s: float | None) -> tuple[float, float]:
-        """(faster, slower) for a program whose original runs in `runtime_s` seconds."""
-        near = self.nearest(runtime_s)
+    def thresholds(self, runtime_s: float | None, timings: int = 1) -> tuple[float, float]:
+        """(faster, slower) for a program whose original runs in `runtime_s` seconds, for a ratio
+        measured by one side-by-side timing, or by the median of `timings` of them (the bench's
+        final measurement of a rewrite: `search.runner.FINAL_TIMINGS`)."""
+        near = self.nearest(runtime_s, timings)
         if not near:
             return self.faster, self.slower
         return thresholds([r for _, ratios in near for r in ratios], self.quantile)
 
-    def faster_at(self, runtime_s: float | None) -> float:
-        return self.thresholds(runtime_s)[0]
+    def faster_at(self, runtime_s: float | None, timings: int = 1) -> float:
+        return self.thresholds(runtime_s, timings)[0]
 
-    def describe(self, runtime_s: float | None) -> str:
+    def describe(self, runtime_s: float | None, timings: int = 1) -> str:
         """Where the thresholds for `runtime_s` come from, in words."""
-        near = self.nearest(runtime_s)
+        near = self.nearest(runtime_s, timings)
         if not near:
             return "pooled profile thresholds"
         lo, hi = min(t for t, _ in near), max(t for t, _ in near)
-        return (f"{sum(len(r) for _, r in near)} self-timings of {len(near)} profile programs of "
+        what = "self-timings" if timings <= 1 else f"medians of {timings} self-timings"
+        return (f"{sum(len(r) for _, r in near)} {what} of {len(near)} profile programs of "
                 f"{lo * 1e3:.3g}-{hi * 1e3:.3g} ms")
 
     def __str__(self) -> str:  # how a sweep's stored configuration shows it
@@ -100,4 +117,4 @@ class NoiseModel:
                 f"runtime, >= {self.min_samples} nearest self-timings")
 
 
-__all__ = ["MIN_SAMPLES", "NoiseModel", "accepts", "thresholds"]
+__all__ = ["MIN_SAMPLES", "NoiseModel", "accepts", "medians", "thresholds"]

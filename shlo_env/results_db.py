@@ -96,7 +96,7 @@ CREATE INDEX IF NOT EXISTS measurements_by_sweep ON measurements (dataset, strat
 """
 
 # columns added after a table was first released: added to an older database when it is opened
-ADDED_COLUMNS = {"measurements": (("untimed", "TEXT"), ("peak_rss_mb", "REAL"))}
+ADDED_COLUMNS = {"measurements": (("untimed", "TEXT"), ("peak_rss_mb", "REAL"), ("final_timings", "INTEGER"))}
 
 KEY_FIELDS = ("dataset", "uri", "program_hash", "strategy", "config_key", "env_id")
 
@@ -381,9 +381,11 @@ def measurement_row(result: dict, *, dataset: str, uri: str, strategy: str, conf
                     env: dict, profile: dict | None, peaks: tuple | None, executor: str, sweep_id: int | None,
                     started_at: str, finished_at: str, worker: str = "") -> dict:
     """A `measurements` row from a `ProgramResult.record()` dict. Its faster/slower thresholds
-    are the profile's at the original's runtime (`shlo_env.noise_model.NoiseModel`)."""
+    are the profile's at the original's runtime (`shlo_env.noise_model.NoiseModel`), for a ratio
+    that is the median of as many side-by-side timings as the final measurement took."""
     base, best = result.get("baseline") or {}, result.get("best") or {}
-    thresholds = NoiseModel.from_profile(profile).thresholds(base.get("full")) if profile else None
+    timings = max(1, int(result.get("final_timings") or 1))
+    thresholds = NoiseModel.from_profile(profile).thresholds(base.get("full"), timings) if profile else None
     cost_o, cost_b = result.get("cost_original") or {}, result.get("cost_best") or {}
     floor = None
     if peaks is not None and peaks[0] and peaks[1] and cost_b.get("flops") is not None \
@@ -420,7 +422,8 @@ def measurement_row(result: dict, *, dataset: str, uri: str, strategy: str, conf
         "decision_space": _num(result.get("decision_space")), "num_alternatives": result.get("num_alternatives"),
         "strategy_info": _j(result.get("strategy_info")),
         "search_s": _num(result.get("search_s")), "total_s": _num(result.get("total_s")),
-        "peak_rss_mb": _num(result.get("peak_rss_mb")), "executor": executor, "sweep_id": sweep_id, "worker": worker,
+        "peak_rss_mb": _num(result.get("peak_rss_mb")), "final_timings": result.get("final_timings"),
+        "executor": executor, "sweep_id": sweep_id, "worker": worker,
         "started_at": started_at, "finished_at": finished_at,
     }
 

@@ -88,6 +88,36 @@ def test_measurement_rows_and_the_report_use_the_threshold_at_the_programs_runti
     assert row_thresholds({"faster_threshold": None, "slower_threshold": None}, PROFILE) == (0.8, 1.25)
 
 
+def test_a_median_of_three_timings_is_judged_by_medians_of_three_self_timings():
+    """The bench's final ratio of a rewrite is the median of three side-by-side timings: its
+    thresholds come from the profile's self-timings in consecutive threes, where a stray
+    timing (one in three here, 10 % off) no longer sets the band."""
+    stray = [1.10 if i % 3 == 0 else 1.0 + 0.005 * (-1) ** i for i in range(31)]  # 31: a last 1 is dropped
+    profile = {"faster": 0.8, "slower": 1.25, "details": [
+        {"program": f"p{k}", "runtime_s": 1e-2 * (1 + k / 10), "ratios": stray} for k in range(4)]}
+    model = noise.NoiseModel.from_profile(profile)
+    assert noise.medians([1.0, 1.2, 0.9, 5.0, 1.1], 3) == (1.0,) and noise.medians([1.0, 2.0], 1) == (1.0, 2.0)
+    assert model.faster_at(1e-2) < 1 / 1.09 and model.thresholds(1e-2)[1] > 1.09
+    faster3, slower3 = model.thresholds(1e-2, timings=3)
+    assert 1 / 1.006 < faster3 < 1.0 < slower3 < 1.006
+    assert sum(len(r) for _, r in model.nearest(1e-2, 3)) == 30  # 10 medians from each of 3 programs
+    assert "30 medians of 3 self-timings of 3 profile programs" in model.describe(1e-2, 3)
+    # programs with too few self-timings for one median: the pooled thresholds
+    short = {"faster": 0.8, "slower": 1.25, "details": [{"program": "a", "runtime_s": 1e-3, "ratios": [1.0, 1.1]}]}
+    assert noise.NoiseModel.from_profile(short).thresholds(1e-3, 3) == (0.8, 1.25)
+    # a measurement row of a rewrite timed three times gets the median's thresholds
+    env = {"env_id": "e1", "hostname": "h", "device_kind": "cpu", "cpu_model": "x", "jax": "0", "jaxlib": "0"}
+    for timings, want in ((3, (faster3, slower3)), (1, model.thresholds(1e-2)), (0, model.thresholds(1e-2))):
+        rec = {"original_hash": "h", "name": "p", "ratio": 0.97, "final_timings": timings,
+               "baseline": {"full": 1e-2}, "best": {"full": 0.97e-2}}
+        r = measurement_row(rec, dataset="d", uri="u", strategy="s", config={}, cfg_key="k", env=env,
+                            profile=profile, peaks=None, executor="local", sweep_id=None, started_at="",
+                            finished_at="")
+        assert (r["faster_threshold"], r["slower_threshold"]) == want and r["final_timings"] == timings
+    assert verdict({**r, "final_timings": 3, "faster_threshold": faster3, "slower_threshold": slower3},
+                   profile) == "faster"
+
+
 @pytest.mark.parametrize("ratio, median, ok", [(0.8, 0.85, True), (0.8, 0.95, False), (0.95, 0.8, False),
                                                (0.9, 0.9, False), (1.2, 1.2, False),
                                                (0.8, math.nan, True), (math.nan, 0.8, False)])

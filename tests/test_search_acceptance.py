@@ -129,17 +129,18 @@ def test_a_paired_test_cut_by_the_budget_leaves_the_decision_to_the_searchs_two_
 
 
 @pytest.mark.parametrize("slower_looks", [1, 2])
-def test_a_final_timing_that_says_slower_is_looked_at_twice(worker, monkeypatch, slower_looks):
-    """The final timing contradicting the paired test (the machine's state changed between them)
-    is met with a second look: both say not faster -> the original is returned (ratio 1.0); the
-    second says faster -> the rewrite is kept and the first timing is still what is reported."""
+def test_the_final_ratio_is_the_median_of_three_timings(worker, monkeypatch, slower_looks):
+    """A returned rewrite is timed three times side by side; the reported ratio is the median
+    (what the bench judges against the profile's medians of three self-timings). One timing that
+    says slower (the machine's state changed) does not move it; two of three -> the median
+    contradicts the paired test and the original is returned (ratio 1.0)."""
     from shlo_env.search import runner
 
     real, looks = runner._side_by_side, []
 
     def contradicting(evaluator, w, best, timeout_s):
         base, cand = real(evaluator, w, best, timeout_s)
-        looks.append((base.full, cand.full))
+        looks.append(cand.full / base.full)
         # the first `slower_looks` timings measure the candidate at twice the original
         return (base, dataclasses.replace(cand, full=2 * base.full)) if len(looks) <= slower_looks else (base, cand)
 
@@ -147,11 +148,13 @@ def test_a_final_timing_that_says_slower_is_looked_at_twice(worker, monkeypatch,
     ex = examples.suite(["matmul_chain"])[0]
     p = lower(ex.fn, *ex.args(0), name=ex.name)
     res = optimize_program(p, SearchOptions(strategy="pick-first", budget_s=30), worker=worker)
-    assert res.status == "ok" and res.acceptance == "accept" and len(looks) == 2, str(res)
+    assert res.status == "ok" and res.acceptance == "accept" and len(looks) == runner.FINAL_TIMINGS == 3, str(res)
+    assert res.final_timings == 3
     if slower_looks == 2:
         assert res.returned_original and res.identical and res.ratio == 1.0 and not res.applied, str(res)
         assert res.program is p and res.check_reference is None and res.verification["tier"] == "EXACT"
-        assert "final timings measured the best candidate at 2.000 and 2.000" in res.reason
+        assert "final timings measured the best candidate at 2.000, 2.000" in res.reason and "median 2.000" in res.reason
     else:
-        assert not res.returned_original and res.applied and res.ratio == pytest.approx(2.0), str(res)
-        assert "a second one" in res.reason and "is kept" in res.reason
+        assert not res.returned_original and res.applied, str(res)
+        assert res.ratio == pytest.approx(sorted([2.0] + looks[1:])[1]) and res.ratio < 1.0, (str(res), looks)
+        assert res.best["full"] / res.baseline["full"] == pytest.approx(res.ratio)

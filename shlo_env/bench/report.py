@@ -189,7 +189,7 @@ def _compress(names: list[str]) -> list[str]:
 # --- reports --------------------------------------------------------------------------------------
 
 CSV_COLUMNS = ("dataset", "uri", "name", "strategy", "strategy_used", "status", "ratio", "search_ratio",
-               "confirm_ratio", "baseline_full_ms", "best_full_ms", "baseline_async_ms", "best_async_ms",
+               "confirm_ratio", "final_timings", "baseline_full_ms", "best_full_ms", "baseline_async_ms", "best_async_ms",
                "baseline_compute_ms", "best_compute_ms", "identical", "returned_original", "applied",
                "disabled_passes", "decisions", "numerics", "noise", "threshold", "faster_threshold",
                "slower_threshold", "flops_best", "bytes_best", "roofline_floor_ms", "t_over_floor",

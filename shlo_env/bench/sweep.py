@@ -15,14 +15,16 @@ from shlo_env.bench.datasets import Item, dataset_label, load_items, short_label
 from shlo_env.bench.options import DEFAULT_STRATEGY, QUICK_SUITE, BenchError, SweepOptions
 from shlo_env.bench.report import SweepResult, summarize, write_reports
 from shlo_env.search.options import SearchOptions
+from shlo_env.timing import FINAL_TIMINGS
 
 if TYPE_CHECKING:
     from shlo_env.executors import Task
 
 # measured before a sweep when the DB has no profile; programs of >= 0.1 ms (the corpus and the
 # zoo, whose per-runtime thresholds the bench's verdicts use) get more self-timings
-QUICK_NOISE = dict(programs=12, repeats=6, long_repeats=12)
-FULL_NOISE = dict(programs=12, repeats=20)  # `--noise-profile`, `shlo-env noise`
+# long programs get 18 self-timings: 6 medians of three for a rewrite's final ratio (FINAL_TIMINGS)
+QUICK_NOISE = dict(programs=12, repeats=6, long_repeats=18)
+FULL_NOISE = dict(programs=12, repeats=21)  # `--noise-profile`, `shlo-env noise`
 
 
 def measurement_config(options: SearchOptions) -> dict:
@@ -78,7 +80,8 @@ def sweep(datasets: Sequence[str] = QUICK_SUITE, strategies: Sequence[str] = (DE
         print(f"noise profile {profile['id']}: pooled faster < {profile['faster']:.3f}, slower > "
               f"{profile['slower']:.3f} ({profile['samples']} self-timings, {profile['created'][:19]}); each "
               f"program gets the thresholds of the profile programs nearest its runtime "
-              f"(1 ms: faster < {model.faster_at(1e-3):.3f})", file=log)
+              f"(1 ms: faster < {model.faster_at(1e-3):.3f}; a rewrite's final ratio, the median of "
+              f"{FINAL_TIMINGS} timings, at 10 ms: faster < {model.faster_at(1e-2, FINAL_TIMINGS):.3f})", file=log)
         search = o.search_options(threshold=model)
         print(f"shlo-env bench: {len(items)} programs ({', '.join(short_label(dataset_label(d)) for d in datasets)}) "
               f"x {len(strategies)} strateg{'y' if len(strategies) == 1 else 'ies'} ({', '.join(strategies)}), "

@@ -37,13 +37,13 @@ whatever the op count or call time, and `ProgramResult.cuts` says what was cut s
    (`_beyond_noise_twice`). Otherwise the original is kept. The estimate and the bounds are
    reported (`acceptance`, `accept_ratio`, `accept_upper`).
    `confirm=False` skips the test: the screening timing alone decides (noise can pass it).
-4. **final measurement** (`final_timing=True`): one more side-by-side timing of
-   the returned program against the original, with full/async/compute times. The reported
-   `ratio` is this measurement, so it is not biased by the selection above (the search keeps
-   the minimum of many noisy ratios; the confirmation is conditioned on passing). When the
-   original is returned, `ratio` is exactly 1.0: it is the same program. A final timing that
-   says an accepted rewrite is not faster gets a second look; when that agrees, the original
-   is returned instead (`_final_measurement`).
+4. **final measurement** (`final_timing=True`): three more side-by-side timings of the
+   returned program against the original (`FINAL_TIMINGS`), with full/async/compute times. The
+   reported `ratio` is their median, so it is not biased by the selection above (the search
+   keeps the minimum of many noisy ratios; the confirmation is conditioned on passing), and the
+   bench judges it by the noise profile's medians of three self-timings. When the original is
+   returned, `ratio` is exactly 1.0: it is the same program. A median that says an accepted
+   rewrite is not faster returns the original instead (`_final_measurement`).
 
 Every decision the strategy applies is recorded (`trajectory`: the state it was applied to and
 the non-zero choices), and the decision vectors that lead from the original to the returned
@@ -81,7 +81,7 @@ from shlo_env.verify import memory_allowance
 from shlo_env.runners import CandidateError, Runner
 from shlo_env import runtime
 from shlo_env.runtime import Timing
-from shlo_env.timing import QUICK, SEARCH, Budget, TimingPolicy, policy_seconds
+from shlo_env.timing import FINAL_TIMINGS, QUICK, SEARCH, Budget, TimingPolicy, policy_seconds
 from shlo_env.worker import Worker
 
 PROBE = TimingPolicy(runs=1, warmup=0)  # the original's first call: sizes the budget's steps
@@ -157,6 +157,7 @@ class ProgramResult(SearchSummary):
     error: str = ""
     best_hash: str = ""
     ratio: float = 1.0  # final independent measurement (1.0 exactly when the original is returned)
+    final_timings: int = 0  # side-by-side timings behind `ratio` (their median; 0: the search's)
     search_ratio: float = math.nan  # the best candidate's ratio in the search
     confirm_ratio: float = math.nan  # the acceptance test's estimate (as `accept_ratio`)
     baseline: dict = dataclasses.field(default_factory=dict)  # original: {"full", "async", "compute", "runs"}
@@ -503,7 +504,7 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
 
             evaluator.hard_deadline = budget.deadline(t0)  # the final measurement: the whole budget
             if o.final_timing:
-                final_s = policy_seconds(timing, call_s, 2 if accepted else 1) + setup_s()
+                final_s = policy_seconds(timing, call_s, 2 if accepted else 1) + setup_s()  # one timing at least
                 if budget.left(t0) < final_s:
                     cuts.append(f"final measurement: {budget.left(t0):.1f} s left, it takes {final_s:.1f} s "
                                 f"(the search's timings are reported)")
@@ -710,42 +711,44 @@ def _final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best, o
                        timeout_s: float | None = None) -> bool:
     """Time the returned program (side by side with the original when it is a rewrite), on
     the search's input set 0 (already in the worker: no second copy of a large model's inputs).
-    The reported ratio is this timing. One that says the accepted rewrite is not faster
-    contradicts the paired test (the machine's state can change between them): a second timing
-    is taken, and when it agrees (not faster either) the original is returned instead, with
-    ratio 1.0. Returns whether `best` is still the returned program."""
+    A rewrite gets `FINAL_TIMINGS` side-by-side timings (fewer when the time left does not
+    hold them) and the reported ratio is their median: the bench judges it against the noise
+    profile's medians of as many self-timings (`NoiseModel.thresholds(timings=)`), which spread
+    about half as wide as single ones. A median at 1 or above contradicts the paired test (the
+    machine's state can change between them): the original is returned instead, with ratio
+    1.0. Returns whether `best` is still the returned program."""
     try:
         if best is None:
             (t,) = worker.time([evaluator.baseline_text], evaluator.verifier.keys[0], evaluator.timing,
                                evaluator.disabled_passes, timeout_s=timeout_s)
             res.baseline = res.best = _timing(t)
-            res.ratio = 1.0
+            res.ratio, res.final_timings = 1.0, 1
             return False
-        t0 = time.perf_counter()
-        tb, tc = _side_by_side(evaluator, worker, best, timeout_s)
+        start = time.perf_counter()
+        timings: list[tuple[float, Timing, Timing]] = []
+        while len(timings) < FINAL_TIMINGS:
+            t0 = time.perf_counter()
+            left = None if timeout_s is None else timeout_s - (t0 - start)
+            if timings and left is not None and left < (t0 - start) / len(timings):
+                res.reason = (res.reason + "; " if res.reason else "") + (
+                    f"the final measurement took {len(timings)} of {FINAL_TIMINGS} timings (no time left for more)")
+                break
+            tb, tc = _side_by_side(evaluator, worker, best, left)
+            timings.append((tc.full / tb.full, tb, tc))
+        ratios = [r for r, _, _ in timings]
+        median = float(np.median(ratios))
+        _, tb, tc = sorted(timings, key=lambda x: x[0])[(len(timings) - 1) // 2]
         res.baseline, res.best = _timing(tb), _timing(tc)
-        res.ratio = tc.full / tb.full
-        if res.ratio < 1.0:
-            return True
-        took = time.perf_counter() - t0
-        left = None if timeout_s is None else timeout_s - took
-        if left is not None and left < took:
-            res.reason = (res.reason + "; " if res.reason else "") + (
-                f"the final timing measured {res.ratio:.3f}; no time left for a second one")
-            return True
-        again_b, again_c = _side_by_side(evaluator, worker, best, left)
-        again = again_c.full / again_b.full
-        if again < 1.0:  # the report stays the first timing: a second look is not a redraw
-            res.reason = (res.reason + "; " if res.reason else "") + (
-                f"the final timing measured {res.ratio:.3f}, a second one {again:.3f}: the rewrite is kept")
+        res.ratio, res.final_timings = median, len(timings)
+        if median < 1.0:
             return True
         how = (f"the paired test had accepted it at {res.accept_ratio:.3f}" if res.acceptance == "accept"
                else f"acceptance: {res.acceptance or 'the screening timing alone'}")
         _return_original(res, original)
-        res.baseline = res.best = _timing(again_b)
         res.ratio = 1.0
-        res.reason = (f"the final timings measured the best candidate at {tc.full / tb.full:.3f} and {again:.3f}, "
-                      f"not faster than the original ({how}): the original is kept")
+        res.best = res.baseline
+        res.reason = (f"the final timings measured the best candidate at {', '.join(f'{r:.3f}' for r in ratios)} "
+                      f"(median {median:.3f}), not faster than the original ({how}): the original is kept")
         return False
     except CandidateError as e:
         res.reason = (res.reason + "; " if res.reason else "") + f"final measurement failed ({e})"
