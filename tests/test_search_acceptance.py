@@ -158,3 +158,26 @@ def test_the_final_ratio_is_the_median_of_three_timings(worker, monkeypatch, slo
         assert not res.returned_original and res.applied, str(res)
         assert res.ratio == pytest.approx(sorted([2.0] + looks[1:])[1]) and res.ratio < 1.0, (str(res), looks)
         assert res.best["full"] / res.baseline["full"] == pytest.approx(res.ratio)
+
+
+def test_a_final_timing_that_fails_keeps_the_ones_taken_before(worker, monkeypatch):
+    """The second of the three final timings fails (a timeout): the first is the reported ratio,
+    judged as one timing (`final_timings` 1), and the reason says what happened."""
+    from shlo_env.runners import CandidateError
+    from shlo_env.search import runner
+
+    real, looks = runner._side_by_side, []
+
+    def failing_second(evaluator, w, best, timeout_s):
+        looks.append(timeout_s)
+        if len(looks) == 2:
+            raise CandidateError("timeout", "no answer within 1 s (worker restarted)")
+        return real(evaluator, w, best, timeout_s)
+
+    monkeypatch.setattr(runner, "_side_by_side", failing_second)
+    ex = examples.suite(["matmul_chain"])[0]
+    p = lower(ex.fn, *ex.args(0), name=ex.name)
+    res = optimize_program(p, SearchOptions(strategy="pick-first", budget_s=30), worker=worker)
+    assert res.status == "ok" and len(looks) == 2 and res.final_timings == 1, str(res)
+    assert not res.returned_original and res.ratio < 1.0 and res.best["full"] / res.baseline["full"] == pytest.approx(res.ratio)
+    assert "took 1 of 3 timings (the next failed: timeout" in res.reason, res.reason

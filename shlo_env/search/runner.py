@@ -733,7 +733,14 @@ def _final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best, o
                 res.reason = (res.reason + "; " if res.reason else "") + (
                     f"the final measurement took {len(timings)} of {FINAL_TIMINGS} timings (no time left for more)")
                 break
-            tb, tc = _side_by_side(evaluator, worker, best, left)
+            try:
+                tb, tc = _side_by_side(evaluator, worker, best, left)
+            except CandidateError as e:
+                if not timings:
+                    raise
+                res.reason = (res.reason + "; " if res.reason else "") + (
+                    f"the final measurement took {len(timings)} of {FINAL_TIMINGS} timings (the next failed: {e})")
+                break
             timings.append((tc.full / tb.full, tb, tc))
         ratios = [r for r, _, _ in timings]
         median = float(np.median(ratios))
