@@ -36,7 +36,8 @@ print("platform", runtime.platform(), "time", runtime.measure(exe, runtime.to_de
 PY
 step timeout 120 "$py" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py
 step timeout 110 "$py" -m pytest -q -p no:cacheprovider tests/test_runtime.py tests/test_optimize.py -k "not slow"
-step timeout 110 "${shlo[@]}" bench --budget 4 --limit 8 --out "$out/quick" --db "$out/gpu.sqlite" --no-plot --no-progress
+# 200 s: the quick noise profile (about 170 self-timings, a minute on an H200) comes first
+step timeout 200 "${shlo[@]}" bench --budget 4 --limit 8 --out "$out/quick" --db "$out/gpu.sqlite" --no-plot --no-progress
 # budget 60: at 20 s the two 4k-op train steps of the subset spend it all on the original
 step timeout 300 "${shlo[@]}" bench --dataset zoo --limit 4 --budget 60 --xla-options --out "$out/zoo" \
     --db "$out/gpu.sqlite" --no-plot --no-progress
