@@ -93,7 +93,7 @@ class NoiseModel:
     def thresholds(self, runtime_s: float | None, timings: int = 1) -> tuple[float, float]:
         """(faster, slower) for a program whose original runs in `runtime_s` seconds, for a ratio
         measured by one side-by-side timing, or by the median of `timings` of them (the bench's
-        final measurement of a rewrite: `search.runner.FINAL_TIMINGS`)."""
+        final measurement of a rewrite: `timing.FINAL_TIMINGS`)."""
         near = self.nearest(runtime_s, timings)
         if not near:
             return self.faster, self.slower
