@@ -158,6 +158,7 @@ def test_the_final_ratio_is_the_median_of_three_timings(worker, monkeypatch, slo
         assert not res.returned_original and res.applied, str(res)
         assert res.ratio == pytest.approx(sorted([2.0] + looks[1:])[1]) and res.ratio < 1.0, (str(res), looks)
         assert res.best["full"] / res.baseline["full"] == pytest.approx(res.ratio)
+        assert f"ratio {res.ratio:.3f}, the median of 3 timings" in str(res)
 
 
 def test_a_final_timing_that_fails_keeps_the_ones_taken_before(worker, monkeypatch):

@@ -209,7 +209,8 @@ class ProgramResult(SearchSummary):
             return f"{self.name}: error: {self.error}"
         what = ", ".join(list(self.applied) + [f"-{p}" for p in self.disabled_passes]) or "(original)"
         base = self.baseline.get("full", math.nan)
-        return (f"{self.name} [{self.strategy}]: ratio {self.ratio:.3f} ({what}); original "
+        how = f", the median of {self.final_timings} timings" if self.final_timings > 1 and not self.returned_original else ""
+        return (f"{self.name} [{self.strategy}]: ratio {self.ratio:.3f}{how} ({what}); original "
                 f"{base * 1e3:.3f} ms; threshold {self.threshold:.3f}"
                 + (f"; {self.describe_acceptance()}" if self.acceptance else "")
                 + (f"; {self.reason}" if self.reason else "")
