@@ -85,20 +85,18 @@ def main() -> None:
                   f"{load()}): classified faster {per_runtime} ({per_runtime / max(1, len(control)):.1%}) by the "
                   f"per-runtime thresholds, {pooled} ({pooled / max(1, len(control)):.1%}) by the pooled one "
                   f"({m.faster:.3f})")
-            grouped = []  # (runtime, median of FINAL_TIMINGS consecutive self-timings) per program
-            for uri in dict.fromkeys(u for u, _, _ in control):
-                rs = [(t, r) for u, t, r in control if u == uri]
-                grouped += [(min(t for t, _ in rs), r) for r in noise.medians([r for _, r in rs], FINAL_TIMINGS)]
+            by_program: dict[str, tuple[float, list[float]]] = {}  # uri -> (runtime, self-timing ratios)
+            for uri, t, r in control:
+                t0, rs = by_program.get(uri, (t, []))
+                by_program[uri] = (min(t0, t), rs + [r])
+            grouped = [(t, x) for t, rs in by_program.values() for x in noise.medians(rs, FINAL_TIMINGS)]
             medians = sum(r < m.faster_at(t, FINAL_TIMINGS) for t, r in grouped)
             print(f"control, medians of {FINAL_TIMINGS} (a rewrite's final ratio): {medians} of {len(grouped)} "
                   f"({medians / max(1, len(grouped)):.1%}) classified faster by the profile's medians of "
                   f"{FINAL_TIMINGS} at their runtime")
-            for uri in dict.fromkeys(u for u, _, _ in control):
-                rs = [(t, r) for u, t, r in control if u == uri]
-                t = min(t for t, _ in rs)
+            for uri, (t, rs) in by_program.items():
                 print(f"  {uri}: {t * 1e3:.2f} ms, faster < {m.faster_at(t):.3f} (median of {FINAL_TIMINGS}: "
-                      f"< {m.faster_at(t, FINAL_TIMINGS):.3f}), ratios "
-                      + " ".join(f"{r:.3f}" for _, r in rs))
+                      f"< {m.faster_at(t, FINAL_TIMINGS):.3f}), ratios " + " ".join(f"{r:.3f}" for r in rs))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"profiles": profiles, "control": control}, f)
