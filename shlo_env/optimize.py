@@ -439,9 +439,9 @@ def check_cached(program: Program, numerics: str, run_original: Callable, run_ch
     flat = runtime.random_inputs(program.in_specs, CACHE_CHECK_SEED)
     want = run_original(flat)
     if not all_finite(want):  # the search's verifier redraws such sets too (shlo_env.verify)
-        redrawn = finite_redraw(program.in_specs, CACHE_CHECK_SEED, lambda _scale, a: run_original(a))
+        redrawn = finite_redraw(program.in_specs, CACHE_CHECK_SEED, lambda _draw, a: run_original(a), outputs=want)
         if redrawn is not None:
-            flat, want = redrawn
+            flat, want, _ = redrawn
     got = run_chosen(flat)
 
     widened: dict = {}  # float64 outputs of the original, computed once, when the ladder asks

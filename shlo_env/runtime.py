@@ -203,10 +203,14 @@ def hlo_cost(program: Program | str) -> dict:
 
 # --- inputs -----------------------------------------------------------------------------------
 
-def random_inputs(specs, seed: int, scale: float = 1.0) -> list[np.ndarray]:
+def random_inputs(specs, seed: int, scale: float = 1.0, nonnegative: bool = False,
+                  int_max: int | None = None) -> list[np.ndarray]:
     """Inputs for verification: N(0,1) floats (as in the paper), small integers, random booleans.
     `scale` multiplies the float (and complex) draws only: the same seed with another scale
-    gives the same integers and booleans and rescaled floats (see `shlo_env.verify`)."""
+    gives the same integers and booleans and rescaled floats (see `shlo_env.verify`). With
+    `nonnegative`, the same draws' magnitudes: floats |x| and integers from 0 up (a variance
+    under a square root, a label used as an index), and with `int_max` the integers' magnitudes
+    modulo `int_max + 1` (labels of a two-class head)."""
     rng = np.random.default_rng(seed)
     out = []
     for s in specs:
@@ -217,11 +221,15 @@ def random_inputs(specs, seed: int, scale: float = 1.0) -> list[np.ndarray]:
         elif np.issubdtype(dtype, np.integer):
             info = np.iinfo(dtype)
             lo, hi = max(info.min, -8), min(info.max, 8)
-            out.append(rng.integers(lo, hi + 1, size=shape).astype(dtype))
+            ints = rng.integers(lo, hi + 1, size=shape)
+            if nonnegative:
+                ints = np.abs(ints) if int_max is None else np.abs(ints) % (int_max + 1)
+            out.append(ints.astype(dtype))
         elif np.issubdtype(dtype, np.complexfloating):
             out.append(np.asarray(scale * (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)), dtype=dtype))
         else:
-            out.append(np.asarray(scale * rng.standard_normal(shape), dtype=dtype))  # 0-d stays an array
+            x = rng.standard_normal(shape)
+            out.append(np.asarray(scale * (np.abs(x) if nonnegative else x), dtype=dtype))  # 0-d stays an array
     return out
 
 

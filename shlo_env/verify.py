@@ -13,14 +13,21 @@ original's. `escalate` is the order the comparisons are tried in, cheapest first
 Input sets: a random set (never the user's example inputs) on which the original itself
 gives a non-finite value in a float output (a Kalman covariance or a Lennard-Jones energy
 that overflows on N(0,1) inputs) says nothing about a rewrite that reassociates, so it is
-redrawn with the same seed and its float inputs scaled by each of `RETRY_SCALES` in turn;
-the first scale on which every output of the original is finite replaces it (one more run
-of the original per try). If none is, the N(0,1) set stays, and the later sets are not
-redrawn: the original is then most likely non-finite whatever the draw (a batch-norm state's
-rsqrt of a random negative variance), and each try would only run it again. The scales are a
-decade apart: at half scale the original can still sit on the edge of overflow, where a
-rewrite that rounds differently overflows first (the Kalman filter's all-sites
-`small_dot_to_reduce`).
+redrawn with the same seed by each of `REDRAWS` in turn: its float inputs scaled, then the
+same draws' magnitudes (floats |x|, integers from 0: a batch-norm state's rsqrt of a random
+negative variance, adam's square root of its second moment, a label taken as an index made
+most of the zoo's train steps NaN, and a haiku ResNet's inference NaN everywhere). The first
+draw on which every output of the original is finite replaces it (one more run of the
+original per try), and the next set tries that draw first. If none is, the N(0,1) set stays,
+and the later sets are not redrawn: the original is then most likely non-finite whatever the
+draw, and each try would only run it again. The scales are a decade apart: at half scale the
+original can still sit on the edge of overflow, where a rewrite that rounds differently
+overflows first (the Kalman filter's all-sites `small_dot_to_reduce`). Signs come before
+magnitudes: a set of magnitudes does not test what a rewrite does to negative values.
+
+A set on which every float output of the original is NaN or Inf (and it has no other output)
+compares nothing: a candidate agrees with it whatever it computes. When every set is such a
+set, `check` verifies nothing (`Verifier.informative`).
 The `Verifier` is the one place that decides the sets: the evaluator times on its set 0, and
 `optimize` checks the winner on it; `optimize`'s check of a cached result redraws its one
 random set the same way (`finite_redraw`).
@@ -41,6 +48,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -52,15 +60,38 @@ from shlo_env.runners import Runner
 
 Outputs = list[np.ndarray]
 
-# Scales of the float inputs of a random set redrawn because the original was not finite on
-# it: smaller first (exponentials, squares, growing recurrences overflow), then larger (a
-# singularity at zero: the 1/r^12 of two Lennard-Jones particles drawn close together).
-RETRY_SCALES = (0.1, 0.01, 10.0)
+
+
+class Draw(NamedTuple):
+    """How a random set is redrawn (`runtime.random_inputs`): its floats scaled by `scale`, with
+    `nonnegative` the draws' magnitudes, with `int_max` integers up to it only."""
+
+    scale: float
+    nonnegative: bool = False
+    int_max: int | None = None
+
+    @property
+    def suffix(self) -> str:
+        """The redrawn set's name ends with this."""
+        return f"x{self.scale}" + ("+" if self.nonnegative else "") + (f"i{self.int_max}" if self.int_max else "")
+
+    def inputs(self, specs, seed: int) -> list[np.ndarray]:
+        return runtime.random_inputs(specs, seed, self.scale, self.nonnegative, self.int_max)
+
+
+# How a random set on which the original was not finite is redrawn, in turn: smaller scales
+# first (exponentials, squares, growing recurrences overflow), then larger (a singularity at
+# zero: the 1/r^12 of two Lennard-Jones particles drawn close together), then magnitudes,
+# then magnitudes with integers 0 and 1 (the labels of a BERT two-class head).
+REDRAWS = (Draw(0.1), Draw(0.01), Draw(10.0), Draw(1.0, nonnegative=True), Draw(0.1, nonnegative=True),
+           Draw(1.0, nonnegative=True, int_max=1))
 
 # Bytes of input sets and the original's outputs (float64 references included) one search may
 # hold: MEMORY_PER_BUDGET_S per second of budget, within [MEMORY_FLOOR, MEMORY_CAP]. Corpus
 # programs hold kilobytes; only large models are cut.
 MEMORY_PER_BUDGET_S = 32 << 20
+NOTHING_TO_COMPARE = ("the original's float outputs are NaN or Inf everywhere on every input set: "
+                      "a candidate cannot be told apart from it")
 MEMORY_FLOOR = 256 << 20
 MEMORY_CAP = 2 << 30
 
@@ -120,15 +151,35 @@ def escalate(outputs: Sequence[Outputs], originals: Sequence[Outputs], claimed: 
     return cmp
 
 
-def finite_redraw(specs, seed: int, run: Callable[[float, list[np.ndarray]], Outputs]
-                  ) -> tuple[list[np.ndarray], Outputs] | None:
-    """The random set of `seed` redrawn at each of `RETRY_SCALES` until `run(scale, arrays)`
-    (the original's outputs on it) is all finite: (arrays, outputs), or None if no scale is."""
-    for scale in RETRY_SCALES:
-        arrays = runtime.random_inputs(specs, seed, scale)
-        outputs = run(scale, arrays)
+def informative(outputs: Outputs) -> bool:
+    """Whether a comparison with these outputs of the original can fail: some output that is
+    not a float, or some finite float value."""
+    return any(not is_floating(o.dtype) or bool(np.isfinite(o).any()) for o in map(np.asarray, outputs))
+
+
+def redraw_order(outputs: Outputs | None = None, first: Draw | None = None) -> list[Draw]:
+    """`REDRAWS` in the order to try them after the original's `outputs` on the N(0,1) set:
+    `first` first; magnitudes before scales when those outputs hold a NaN and no Inf (a square
+    root or logarithm of a negative draw, which no scale mends: on the zoo's train steps three
+    runs of the original saved per program), else `REDRAWS`' order (an overflow)."""
+    order = list(REDRAWS)
+    if outputs is not None:
+        floats = [np.asarray(o) for o in outputs if is_floating(np.asarray(o).dtype)]
+        if not any(np.isinf(o).any() for o in floats):
+            order.sort(key=lambda d: not d.nonnegative)  # stable: each group keeps its order
+    return ([first] if first is not None else []) + [d for d in order if d != first]
+
+
+def finite_redraw(specs, seed: int, run: Callable[[Draw, list[np.ndarray]], Outputs], first: Draw | None = None,
+                  outputs: Outputs | None = None) -> tuple[list[np.ndarray], Outputs, Draw] | None:
+    """The random set of `seed` redrawn by each of `REDRAWS` (in `redraw_order(outputs, first)`:
+    `outputs` are the original's on the N(0,1) set, when run) until `run(draw, arrays)` (the
+    original's outputs on it) is all finite: (arrays, outputs, draw), or None if no draw is."""
+    for draw in redraw_order(outputs, first):
+        arrays = draw.inputs(specs, seed)
+        outputs = run(draw, arrays)
         if all_finite(outputs):
-            return arrays, outputs
+            return arrays, outputs, draw
     return None
 
 
@@ -166,6 +217,7 @@ class Verifier:
         for key, arrays in zip(self._keys, self._sets):
             runner.set_inputs(key, arrays)
         self._originals: list[Outputs] | None = None
+        self._draw: Draw | None = None  # the redraw that made the last redrawn set finite
         self._references: list | None = None
         self._sensitivities: list | None = None
         self._prefetch: threading.Thread | None = None
@@ -192,35 +244,49 @@ class Verifier:
     def originals(self) -> list[Outputs]:
         """The original's outputs on each input set (compiled with `disabled_passes`)."""
         if self._originals is None:
-            outputs = [self._run_original(k) for k in self._keys]
+            outputs: list[Outputs] = []
             redraw = True
-            for i in range(self._first_random, len(self._keys)):
-                if redraw and not all_finite(outputs[i]):
-                    outputs[i] = self._redraw(i, outputs[i])
-                    # no scale gave finite outputs: the program most likely makes them whatever the draw
-                    # (a batch-norm state's rsqrt of a negative variance); redrawing the other
-                    # sets would only run it again (a 4k-op train step: 10 s of a 60 s budget)
-                    redraw = all_finite(outputs[i])
+            for i, key in enumerate(self._keys):
+                if i < self._first_random or not redraw:
+                    outputs.append(self._run_original(key))
+                    continue
+                # once a set needed a redraw, the next ones take the draw that worked first:
+                # their N(0,1) draw would most likely fail the same way (one run less each)
+                out = self._redraw(i, None) if self._draw is not None else self._run_original(key)
+                if not all_finite(out):
+                    out = self._redraw(i, out)
+                # no draw gave finite outputs: the program most likely makes them whatever the
+                # draw; redrawing the other sets would only run it again (a 4k-op train step:
+                # 10 s of a 60 s budget)
+                redraw = all_finite(out)
+                outputs.append(out)
             self._originals = outputs
         return self._originals
 
-    def _redraw(self, i: int, outputs: Outputs) -> Outputs:
-        """Replace random set i by the first rescaled draw on which the original is finite
-        (`finite_redraw`); return the original's outputs on the set kept."""
+    def _redraw(self, i: int, outputs: Outputs | None) -> Outputs:
+        """Replace random set i by the first redrawn set on which the original is finite
+        (`finite_redraw`, after its N(0,1) `outputs`, or before running it when None); return
+        the original's outputs on the set kept (its N(0,1) set's when no draw is finite)."""
         seed = self.seed + i - self._first_random  # the seed `runtime.input_sets` drew it with
 
-        def run(scale: float, arrays: list[np.ndarray]) -> Outputs:
-            key = f"{self._prefix}/set{i}x{scale}"
+        def run(draw: Draw, arrays: list[np.ndarray]) -> Outputs:
+            key = f"{self._prefix}/set{i}{draw.suffix}"
             self.runner.set_inputs(key, arrays)
             self._keys[i] = key
             return self._run_original(key)
 
-        redrawn = finite_redraw(self.original.in_specs, seed, run)
+        redrawn = finite_redraw(self.original.in_specs, seed, run, self._draw, outputs)
         if redrawn is None:
             self._keys[i] = f"{self._prefix}/set{i}"
-            return outputs
-        self._sets[i], outputs = redrawn
+            return outputs if outputs is not None else self._run_original(self._keys[i])
+        self._sets[i], outputs, self._draw = redrawn
         return outputs
+
+    @property
+    def informative(self) -> bool:
+        """Whether some input set's outputs of the original can tell a candidate apart
+        (`informative`): if none can, `check` verifies nothing."""
+        return any(informative(o) for o in self.originals())
 
     def prefetch_references(self) -> None:
         """Start `references()` on a thread, so that their compile and runs overlap what the
@@ -283,9 +349,12 @@ class Verifier:
         """Run the program `text` (compiled with `disabled_passes`) on every input set and
         compare it with the original (`escalate`). Raises `CandidateError` if it cannot run."""
         originals = self.originals()
+        if not self.informative:
+            return Comparison(False, Numerics.parse(claimed), detail=NOTHING_TO_COMPARE)
         outputs = [self.runner.run(text, key, disabled_passes, timeout_s=self.timeout()) for key in self.keys]
         return escalate(outputs, originals, claimed, self.references, self.sensitivities)
 
 
-__all__ = ["RETRY_SCALES", "Verifier", "all_finite", "escalate", "memory_allowance", "random_sets_within",
+__all__ = ["NOTHING_TO_COMPARE", "REDRAWS", "Draw", "Verifier", "all_finite", "escalate", "finite_redraw",
+           "informative", "memory_allowance", "random_sets_within", "redraw_order",
            "set_bytes"]

@@ -312,3 +312,52 @@ def test_sites_judged_on_the_whole_program_wait_for_the_regions(monkeypatch):
     assert res.status != "error"
     assert "region" in events and "whole" in events, (events, res.strategy_info)
     assert events.index("region") < events.index("whole"), events
+
+
+def test_a_large_region_that_costs_more_than_a_whole_evaluation_is_left_to_the_sweeps():
+    from types import SimpleNamespace
+
+    strat = get_strategy("regional")
+    strat._reset()
+    strat.whole_s = [2.0]  # a whole evaluation: 2 s
+    strat.region_cost = [3.0, 600]  # the rounds so far: 5 ms per region op
+    strat.deferred_ops = {4: 300, 5: 500, 6: 0}  # 1.5 s, 2.5 s, and a fallback site (no region)
+    counts = {"left_to_sweeps": 0}
+    ctx = SimpleNamespace(evaluator=SimpleNamespace(stats=None))
+    assert strat._worth_a_region(ctx, [4, 5, 6], counts) == [4, 6]
+    assert counts["left_to_sweeps"] == 1
+    strat.region_cost = [0.0, 0]  # no round judged yet: nothing to estimate from, all are judged
+    assert strat._worth_a_region(ctx, [4, 5, 6], counts) == [4, 5, 6]
+
+
+def test_no_judging_round_starts_in_the_sweeps_time():
+    """Judging stops where the time kept for the sweeps begins, winners or not: on
+    keras_transformer_train rounds of large regions ran 15 s into it and no sweep ran."""
+    from types import SimpleNamespace
+
+    strat = get_strategy("regional", compile_helpers=0)
+    strat._reset()
+    strat.reserve = 10.0
+    left = [12.0]
+    judged = []
+
+    def fake_evaluate(ctx, cands, inputs):
+        judged.append(len(cands))
+        left[0] -= 5.0  # a round of large regions: 5 s
+        return [RegionResult(c, ratio=1.0, median_ratio=1.0) for c in cands]
+
+    def region(site):
+        r = Region(program=None, sites=(site,), local={site: 0}, labels={site: ("original", "p")},
+                   tiers={site: (0, 0)}, share=0.1, ops=tuple(range(200)))
+        return r
+
+    strat.cutter = SimpleNamespace(program="aug", profile=None, cut=lambda sites, max_ops: [region(s) for s in sites])
+    strat._evaluate = fake_evaluate
+    strat._inputs = lambda ctx, aug, regions: [[] for _ in regions]
+    ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: left[0],
+                          evaluator=SimpleNamespace(stats=SimpleNamespace(evaluated=0)),
+                          original=SimpleNamespace(num_ops=lambda: 1000))
+    counts = dict(region_candidates=0, region_controls=0, sites_judged=0, region_failed=0, winners=0)
+    strat._judge(ctx, None, "aug", [0, 1, 2, 3], {}, None, counts)
+    assert judged == [2]  # 12 s left: one round; then 7 s, inside the sweeps' 10 s: no more
+    assert counts["sites_judged"] == 1

@@ -9,7 +9,7 @@ from shlo_env import runtime
 from shlo_env.numerics import SENSITIVITY_ULPS, Numerics
 from shlo_env.runners import InProcess
 from shlo_env.search.evaluator import Evaluator
-from shlo_env.verify import RETRY_SCALES, Verifier, all_finite, escalate
+from shlo_env.verify import NOTHING_TO_COMPARE, REDRAWS, Verifier, all_finite, escalate, informative, redraw_order
 
 SPEC = jax.ShapeDtypeStruct((64,), jnp.float32)
 
@@ -50,7 +50,7 @@ def test_overflowing_program_gets_finite_sets_and_a_reassociating_rewrite_verifi
     assert all(all_finite(o) for o in v.originals())
     for got, drawn in zip(v.sets, plain):  # the same draws, at most scaled
         ratio = float(np.max(np.abs(got[0]))) / float(np.max(np.abs(drawn[0])))
-        assert any(np.isclose(ratio, s, rtol=1e-6) for s in (1.0, *RETRY_SCALES))
+        assert any(np.isclose(ratio, d.scale, rtol=1e-6) for d in REDRAWS) or np.isclose(ratio, 1.0, rtol=1e-6)
     assert any(not np.array_equal(got[0], drawn[0]) for got, drawn in zip(v.sets, plain))
     cmp = v.check(candidate.text(), (), Numerics.REASSOCIATE)
     assert cmp.ok, cmp.detail
@@ -67,7 +67,7 @@ def test_evaluator_times_and_verifies_on_the_same_decided_sets():
     ev = Evaluator(original, worker=InProcess(), num_random=2)
     assert all(all_finite(o) for o in ev.originals())
     assert ev.inputs(0) is ev.verifier.sets[0]
-    assert ev.verifier.keys[0].endswith(tuple(f"x{s}" for s in RETRY_SCALES))
+    assert ev.verifier.keys[0].endswith(tuple(d.suffix for d in REDRAWS))
 
 
 def test_example_args_are_kept_even_when_the_original_overflows_on_them():
@@ -79,8 +79,12 @@ def test_example_args_are_kept_even_when_the_original_overflows_on_them():
     assert all(all_finite(o) for o in v.originals()[1:])
 
 
+def _log_shifted(x):
+    return jnp.log(x - 1.0)  # NaN wherever x < 1: on some values of every draw
+
+
 def test_program_nonfinite_at_every_scale_keeps_todays_sets():
-    original = se.lower(jnp.log, SPEC)  # NaN on negative inputs, at any scale
+    original = se.lower(_log_shifted, SPEC)
     v = Verifier(original, InProcess(), num_random=2)
     for got, drawn in zip(v.sets, runtime.input_sets(original, 2, 0)):
         np.testing.assert_array_equal(got[0], drawn[0])
@@ -118,12 +122,12 @@ def test_cache_check_redraws_its_set_where_the_original_overflows():
 
 def test_scalar_inputs_stay_arrays_at_every_scale():
     specs = [jax.ShapeDtypeStruct((), t) for t in (jnp.float32, jnp.complex64)]
-    for scale in (1.0, *RETRY_SCALES):
-        assert all(isinstance(a, np.ndarray) and a.shape == () for a in runtime.random_inputs(specs, 0, scale))
+    for d in REDRAWS:
+        assert all(isinstance(a, np.ndarray) and a.shape == () for a in d.inputs(specs, 0))
 
 
 def test_a_program_nonfinite_at_every_scale_is_redrawn_on_its_first_set_only():
-    """Once no scale makes the first random set finite, the later sets are not redrawn: the
+    """Once no draw makes the first random set finite, the later sets are not redrawn: the
     program makes non-finite outputs whatever the draw, and each redraw runs it again."""
     runs = []
 
@@ -132,6 +136,81 @@ def test_a_program_nonfinite_at_every_scale_is_redrawn_on_its_first_set_only():
             runs.append(input_key)
             return super().run(text, input_key, *a, **k)
 
-    v = Verifier(se.lower(jnp.log, SPEC), Counting(), num_random=3)
+    v = Verifier(se.lower(_log_shifted, SPEC), Counting(), num_random=3)
     v.originals()
-    assert len(runs) == 3 + len(RETRY_SCALES), runs  # each set once, the first set's redraws
+    assert len(runs) == 3 + len(REDRAWS), runs  # each set once, the first set's redraws
+
+
+def _counting_runner(runs: list):
+    class Counting(InProcess):
+        def run(self, text, input_key, *a, **k):
+            runs.append(input_key)
+            return super().run(text, input_key, *a, **k)
+    return Counting()
+
+
+def _adam_like(m, v, g):
+    # adam's update: NaN where a random second moment is negative, at any scale
+    return m / (jnp.sqrt(v) + 1e-8) - g
+
+
+def test_a_program_nan_on_negative_draws_gets_sets_of_magnitudes_and_the_next_set_tries_them_first():
+    runs: list = []
+    original = se.lower(_adam_like, SPEC, SPEC, SPEC)
+    assert not all_finite(_run(original, runtime.random_inputs(original.in_specs, 0))), "test premise"
+    v = Verifier(original, _counting_runner(runs), num_random=3)
+    outputs = v.originals()
+    assert all(all_finite(o) for o in outputs)
+    assert all(k.endswith("x1.0+") for k in v.keys), v.keys
+    for got, drawn in zip(v.sets, runtime.input_sets(original, 3, 0)):  # the same draws' magnitudes
+        for a, b in zip(got, drawn):
+            np.testing.assert_array_equal(a, np.abs(b))
+    # NaN and no Inf: no scale mends a square root of a negative draw, so the first set tries
+    # magnitudes first, and the next two take them without their N(0,1) draw's run
+    assert [r.rsplit("/", 1)[1] for r in runs] == ["set0", "set0x1.0+", "set1x1.0+", "set2x1.0+"], runs
+
+
+def test_an_overflow_tries_the_scales_before_magnitudes():
+    inf, nan = np.array([np.inf, 1.0], np.float32), np.array([np.nan, 1.0], np.float32)
+    assert [d.nonnegative for d in redraw_order([inf, nan])] == [d.nonnegative for d in REDRAWS]
+    assert redraw_order([nan])[0].nonnegative and not redraw_order([nan])[-1].nonnegative
+    assert redraw_order([nan], first=REDRAWS[1])[0] == REDRAWS[1] and len(redraw_order([nan], REDRAWS[1])) == len(REDRAWS)
+
+
+def test_a_draw_of_magnitudes_is_the_same_draw_without_signs():
+    specs = [jax.ShapeDtypeStruct((50,), t) for t in (jnp.float32, jnp.int32, jnp.bool_)]
+    signed, mags = runtime.random_inputs(specs, 5, 0.1), runtime.random_inputs(specs, 5, 0.1, nonnegative=True)
+    np.testing.assert_array_equal(mags[0], np.abs(signed[0]))
+    np.testing.assert_array_equal(mags[1], np.abs(signed[1]))
+    np.testing.assert_array_equal(mags[2], signed[2])
+    assert (signed[1] < 0).any() and (mags[1] >= 0).all()
+    bits = runtime.random_inputs(specs, 5, 0.1, nonnegative=True, int_max=1)
+    np.testing.assert_array_equal(bits[1], np.abs(signed[1]) % 2)
+    np.testing.assert_array_equal(bits[0], mags[0])
+
+
+def test_a_program_nan_everywhere_whatever_the_draw_verifies_nothing():
+    """Outputs that are NaN everywhere compare equal to any candidate's NaN: such a check would
+    take a wrong rewrite. The verifier says so instead, and the search does not start."""
+    def nowhere_finite(x):
+        return jnp.log(-1.0 - x * x)
+
+    def wrong(x):
+        return jnp.log(-2.0 - x)  # NaN too on most draws: the outputs would "agree"
+
+    original = se.lower(nowhere_finite, SPEC)
+    v = Verifier(original, InProcess(), num_random=2)
+    assert not v.informative and not any(informative(o) for o in v.originals())
+    cmp = v.check(se.lower(wrong, SPEC).text(), (), Numerics.REASSOCIATE)
+    assert not cmp.ok and cmp.detail == NOTHING_TO_COMPARE
+
+    from shlo_env.search.options import SearchOptions
+    from shlo_env.search.runner import optimize_program
+
+    res = optimize_program(original, SearchOptions(strategy="greedy", budget_s=20))
+    assert res.returned_original and NOTHING_TO_COMPARE in res.reason, res.reason
+
+
+def test_an_output_with_a_finite_value_or_an_integer_output_is_informative():
+    nan, one = np.array([np.nan, np.inf], np.float32), np.array([np.nan, 1.0], np.float32)
+    assert not informative([nan]) and informative([nan, one]) and informative([nan, np.array([3], np.int32)])

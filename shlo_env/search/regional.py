@@ -20,7 +20,9 @@ program evaluations only on what won there:
    alternatives and the control of one region timed in one interleaved run. A local winner
    beats the region's noise on both its 10th-percentile and its median ratio. Regions of more
    than `max_ops` ops compile slowly, and the fallback's sites (step 4) cost a whole
-   evaluation each: their sites wait until every other one is judged.
+   evaluation each: their sites wait until every other one is judged, and a large region is
+   judged then only if the rounds so far (seconds per region op) say it costs less than a
+   whole evaluation; the sweeps judge the others' rewrites. No round starts in the sweeps' time.
 3. **Assembly.** The round's winners, largest predicted whole-program saving first
    (share x (1 - region ratio)), are added greedily to the current state: each combination is
    verified and timed on the whole program (`ctx.evaluate`) and kept when it passes the
@@ -127,7 +129,7 @@ class Regional(Strategy):
         t0 = time.perf_counter()
         start = self.begin(ctx)
         counts = dict(region_candidates=0, region_controls=0, region_failed=0, fallback_sites=0,
-                      whole_candidates=0, winners=0, assembled=0, sites_judged=0)
+                      whole_candidates=0, winners=0, assembled=0, sites_judged=0, left_to_sweeps=0)
         self.info.update(counts, profile="none", fallback_reasons={})
         self._reset()
         evaluated0 = ctx.evaluator.stats.evaluated
@@ -173,6 +175,8 @@ class Regional(Strategy):
         self.whole_s: list[float] = []  # seconds per whole-program evaluation in the assembly and sweeps
         self.cutter: region.RegionCutter | None = None  # one graph of the program for every batch
         self.deferred: list[int] = []  # sites whose region is large: judged last
+        self.deferred_ops: dict[int, int] = {}  # deferred site -> ops of its region counted (0: not oversize)
+        self.region_cost = [0.0, 0]  # seconds and region ops of the judging rounds so far
         self.pool: list[Winner] = []  # winners each too small to try alone (`_assemble`)
         self.evidence: dict[str, float] = {}  # pattern -> predicted saving summed over judged sites
         self.losing: set[tuple[int, int]] = set()  # (site, choice) whose region lost beyond its noise
@@ -269,9 +273,12 @@ class Regional(Strategy):
             for r in regions:
                 if r.oversize or r.whole or r.in_body:
                     self.deferred.append(r.sites[0])
+                    self.deferred_ops[r.sites[0]] = len(r.ops) if r.oversize else 0
                 else:
                     now.append(r)
             regions = now
+        else:
+            sites = self._worth_a_region(ctx, sites, counts)
         cut = [r for r in regions if not (r.whole or r.in_body)]
         winners: list[Winner] = []
         for r in regions:
@@ -288,14 +295,17 @@ class Regional(Strategy):
         # regions judged at once: a round of compiles on every worker (`region.judge_groups`)
         step = (1 + len(self.helpers)) * region.COMPILES_PER_ROUND if self.helpers else 1
         for k in range(0, len(cut), step):
-            if ctx.out_of_time() or (self._assemblable(ctx, winners)
-                                     and ctx.time_left() < self.reserve + self._whole_estimate(ctx)):
-                break  # what is left before the sweeps' time must go to assembling the winners
+            if ctx.out_of_time() or ctx.time_left() < self.reserve or (
+                    self._assemblable(ctx, winners) and ctx.time_left() < self.reserve + self._whole_estimate(ctx)):
+                break  # the sweeps' time has come, or what is left before it must assemble the winners
             # each region against itself first: its own noise, then every alternative of its site
             todo = [(r, [Candidate(r, {})] + r.candidates(), x) for r, x in zip(cut[k:k + step], inputs[k:k + step])]
+            t = time.perf_counter()
             with self._timer("regions"):
                 results_of = self._evaluate(ctx, [c for _, cands, _ in todo for c in cands],
                                             [x for _, cands, x in todo for _ in cands])
+            self.region_cost[0] += time.perf_counter() - t
+            self.region_cost[1] += sum(len(r.ops) for r, _, _ in todo)
             for r, cands, _ in todo:
                 results, results_of = results_of[:len(cands)], results_of[len(cands):]
                 counts["region_controls"] += 1
@@ -311,6 +321,21 @@ class Regional(Strategy):
                 winners += self._local_winners(r, control, rest, bounds)
         counts["winners"] += len(winners)
         return winners
+
+    def _worth_a_region(self, ctx: SearchContext, sites: Sequence[int], counts: dict) -> list[int]:
+        """The deferred `sites` whose region is expected to cost less to judge than one whole
+        evaluation (the regions judged so far give seconds per op); the others are left to the
+        sweeps, which judge their rewrite at every site on the whole program for one evaluation.
+        On keras_transformer_train six regions of 300-500 ops took 15.6 s (a whole evaluation:
+        2.2 s) and ran into the sweeps' time."""
+        seconds, ops = self.region_cost
+        if not ops:
+            return list(sites)
+        whole = self._whole_estimate(ctx)
+        keep = [s for s in sites if seconds / ops * self.deferred_ops.get(s, 0) <= whole]
+        if len(keep) < len(sites):
+            counts["left_to_sweeps"] += len(sites) - len(keep)
+        return keep
 
     def _whole_estimate(self, ctx: SearchContext) -> float:
         """Seconds one whole-program evaluation takes: the mean of the assembly's so far, else

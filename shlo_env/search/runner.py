@@ -77,7 +77,7 @@ from shlo_env.search.base import CHILD_AUGMENT_SHARE, Progress, SearchContext, S
 from shlo_env.search.evaluator import Evaluator
 from shlo_env.paired_timing import seconds_to_look
 from shlo_env.sequential import Decision, SequentialRatioTest
-from shlo_env.verify import memory_allowance
+from shlo_env.verify import NOTHING_TO_COMPARE, memory_allowance
 from shlo_env.runners import CandidateError, Runner
 from shlo_env import runtime
 from shlo_env.runtime import Timing
@@ -376,6 +376,9 @@ def optimize_program(program: Program, options: SearchOptions = SearchOptions(),
             try:
                 evaluator.inputs(0)  # the original's outputs on every set (they decide the sets)
                 phase("originals")
+                if not evaluator.verifier.informative:
+                    res.reason = f"no search: {NOTHING_TO_COMPARE}"  # no comparison could fail
+                    return res
                 res.noise = evaluator.measure_noise(max_seconds=budget.noise_s)
                 phase("noise")
                 if isinstance(base_worker, Worker) and phases["compile"] >= PREFETCH_COMPILE_S:
