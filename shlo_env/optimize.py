@@ -439,7 +439,7 @@ def check_cached(program: Program, numerics: str, run_original: Callable, run_ch
     flat = runtime.random_inputs(program.in_specs, CACHE_CHECK_SEED)
     want = run_original(flat)
     if not all_finite(want):  # the search's verifier redraws such sets too (shlo_env.verify)
-        redrawn = finite_redraw(program.in_specs, CACHE_CHECK_SEED, lambda _draw, a: run_original(a), outputs=want)
+        redrawn = finite_redraw(program.in_specs, CACHE_CHECK_SEED, lambda _draw, a: run_original(a))
         if redrawn is not None:
             flat, want, _ = redrawn
     got = run_chosen(flat)

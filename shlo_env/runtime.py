@@ -282,9 +282,16 @@ def input_sets(program: Program, num_random: int = 3, seed: int = 0) -> list[lis
 _LOW_FLOATS = re.compile(r"(?<![\w])(bf16|f16|f32)(?!\w)|(?<=\dx)(bf16|f16|f32)(?!\w)")
 
 
+# jax's CPU LAPACK kernels are named by their element type (lapack_spotrf_ffi for f32,
+# lapack_dpotrf_ffi for f64; c and z for complex): a widened program calls the wide one.
+_LAPACK_NARROW = re.compile(r"@lapack_([sc])(?=\w)")
+
+
 def promote_to_f64(text: str) -> str:
-    """The same program with every float type widened to f64: the reference for REASSOCIATE."""
-    return _LOW_FLOATS.sub("f64", text)
+    """The same program with every float type widened to f64: the reference for REASSOCIATE.
+    Its LAPACK calls (a Cholesky factor, a triangular solve) call their f64 kernels."""
+    wide = _LOW_FLOATS.sub("f64", text)
+    return _LAPACK_NARROW.sub(lambda m: "@lapack_" + {"s": "d", "c": "z"}[m.group(1)], wide)
 
 
 def perturb_inputs(inputs: Sequence[np.ndarray], ulps: float, seed: int = 0) -> list[np.ndarray]:

@@ -18,12 +18,14 @@ same draws' magnitudes (floats |x|, integers from 0: a batch-norm state's rsqrt 
 negative variance, adam's square root of its second moment, a label taken as an index made
 most of the zoo's train steps NaN, and a haiku ResNet's inference NaN everywhere). The first
 draw on which every output of the original is finite replaces it (one more run of the
-original per try), and the next set tries that draw first. If none is, the N(0,1) set stays,
-and the later sets are not redrawn: the original is then most likely non-finite whatever the
-draw, and each try would only run it again. The scales are a decade apart: at half scale the
-original can still sit on the edge of overflow, where a rewrite that rounds differently
-overflows first (the Kalman filter's all-sites `small_dot_to_reduce`). Signs come before
-magnitudes: a set of magnitudes does not test what a rewrite does to negative values.
+original per try), and the next set runs that draw first, without its N(0,1) draw. If none
+is, the N(0,1) set stays, and the later sets are not redrawn: the original is then most likely
+non-finite whatever the draw, and each try would only run it again. The scales are a decade
+apart: at half scale the original can still sit on the edge of overflow, where a rewrite that
+rounds differently overflows first (the Kalman filter's all-sites `small_dot_to_reduce`).
+Scales come before magnitudes: a set of magnitudes does not test what a rewrite does to
+negative values, and an overflow can end in NaN with no Inf, as a square root of a negative
+draw does.
 
 A set on which every float output of the original is NaN or Inf (and it has no other output)
 compares nothing: a candidate agrees with it whatever it computes. When every set is such a
@@ -157,25 +159,14 @@ def informative(outputs: Outputs) -> bool:
     return any(not is_floating(o.dtype) or bool(np.isfinite(o).any()) for o in map(np.asarray, outputs))
 
 
-def redraw_order(outputs: Outputs | None = None, first: Draw | None = None) -> list[Draw]:
-    """`REDRAWS` in the order to try them after the original's `outputs` on the N(0,1) set:
-    `first` first; magnitudes before scales when those outputs hold a NaN and no Inf (a square
-    root or logarithm of a negative draw, which no scale mends: on the zoo's train steps three
-    runs of the original saved per program), else `REDRAWS`' order (an overflow)."""
-    order = list(REDRAWS)
-    if outputs is not None:
-        floats = [np.asarray(o) for o in outputs if is_floating(np.asarray(o).dtype)]
-        if not any(np.isinf(o).any() for o in floats):
-            order.sort(key=lambda d: not d.nonnegative)  # stable: each group keeps its order
-    return ([first] if first is not None else []) + [d for d in order if d != first]
-
-
-def finite_redraw(specs, seed: int, run: Callable[[Draw, list[np.ndarray]], Outputs], first: Draw | None = None,
-                  outputs: Outputs | None = None) -> tuple[list[np.ndarray], Outputs, Draw] | None:
-    """The random set of `seed` redrawn by each of `REDRAWS` (in `redraw_order(outputs, first)`:
-    `outputs` are the original's on the N(0,1) set, when run) until `run(draw, arrays)` (the
-    original's outputs on it) is all finite: (arrays, outputs, draw), or None if no draw is."""
-    for draw in redraw_order(outputs, first):
+def finite_redraw(specs, seed: int, run: Callable[[Draw, list[np.ndarray]], Outputs], first: Draw | None = None
+                  ) -> tuple[list[np.ndarray], Outputs, Draw] | None:
+    """The random set of `seed` redrawn by each of `REDRAWS` (`first` before the others) until
+    `run(draw, arrays)` (the original's outputs on it) is all finite: (arrays, outputs, draw),
+    or None if no draw is. Scales come first whatever the outputs: a Kalman filter's overflow
+    ends in NaN and no Inf, as a square root of a negative draw does, and on magnitudes it
+    sits at the edge of overflow, where a rewrite that rounds otherwise overflows first."""
+    for draw in ([first] if first is not None else []) + [d for d in REDRAWS if d != first]:
         arrays = draw.inputs(specs, seed)
         outputs = run(draw, arrays)
         if all_finite(outputs):
@@ -275,7 +266,7 @@ class Verifier:
             self._keys[i] = key
             return self._run_original(key)
 
-        redrawn = finite_redraw(self.original.in_specs, seed, run, self._draw, outputs)
+        redrawn = finite_redraw(self.original.in_specs, seed, run, self._draw)
         if redrawn is None:
             self._keys[i] = f"{self._prefix}/set{i}"
             return outputs if outputs is not None else self._run_original(self._keys[i])
@@ -356,5 +347,5 @@ class Verifier:
 
 
 __all__ = ["NOTHING_TO_COMPARE", "REDRAWS", "Draw", "Verifier", "all_finite", "escalate", "finite_redraw",
-           "informative", "memory_allowance", "random_sets_within", "redraw_order",
+           "informative", "memory_allowance", "random_sets_within",
            "set_bytes"]

@@ -9,7 +9,7 @@ from shlo_env import runtime
 from shlo_env.numerics import SENSITIVITY_ULPS, Numerics
 from shlo_env.runners import InProcess
 from shlo_env.search.evaluator import Evaluator
-from shlo_env.verify import NOTHING_TO_COMPARE, REDRAWS, Verifier, all_finite, escalate, informative, redraw_order
+from shlo_env.verify import NOTHING_TO_COMPARE, REDRAWS, Verifier, all_finite, escalate, informative
 
 SPEC = jax.ShapeDtypeStruct((64,), jnp.float32)
 
@@ -165,16 +165,35 @@ def test_a_program_nan_on_negative_draws_gets_sets_of_magnitudes_and_the_next_se
     for got, drawn in zip(v.sets, runtime.input_sets(original, 3, 0)):  # the same draws' magnitudes
         for a, b in zip(got, drawn):
             np.testing.assert_array_equal(a, np.abs(b))
-    # NaN and no Inf: no scale mends a square root of a negative draw, so the first set tries
-    # magnitudes first, and the next two take them without their N(0,1) draw's run
-    assert [r.rsplit("/", 1)[1] for r in runs] == ["set0", "set0x1.0+", "set1x1.0+", "set2x1.0+"], runs
+    # the first set tries the scales, then magnitudes; the next two take magnitudes without
+    # their N(0,1) draw's run
+    scales = [f"set0{d.suffix}" for d in REDRAWS if not d.nonnegative]
+    assert [r.rsplit("/", 1)[1] for r in runs] == ["set0", *scales, "set0x1.0+", "set1x1.0+", "set2x1.0+"], runs
 
 
-def test_an_overflow_tries_the_scales_before_magnitudes():
-    inf, nan = np.array([np.inf, 1.0], np.float32), np.array([np.nan, 1.0], np.float32)
-    assert [d.nonnegative for d in redraw_order([inf, nan])] == [d.nonnegative for d in REDRAWS]
-    assert redraw_order([nan])[0].nonnegative and not redraw_order([nan])[-1].nonnegative
-    assert redraw_order([nan], first=REDRAWS[1])[0] == REDRAWS[1] and len(redraw_order([nan], REDRAWS[1])) == len(REDRAWS)
+def test_a_kalman_filter_keeps_a_scaled_set_not_magnitudes():
+    """Its overflow ends in NaN, as a square root of a negative draw does; on magnitudes it sits
+    at the edge of overflow, where its all-sites `small_dot_to_reduce` overflows first."""
+    from shlo_env import corpus
+
+    v = Verifier(corpus.load("corpus/kalman_filter_scan"), InProcess(), num_random=2)
+    assert all(all_finite(o) for o in v.originals())
+    assert all(k.endswith("x0.1") for k in v.keys), v.keys
+
+
+def test_a_widened_program_calls_lapacks_f64_kernels():
+    def posterior_mean(a, b):
+        k = a @ a.T + 64 * jnp.eye(8, dtype=a.dtype)
+        return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(k), b)
+
+    x = jax.ShapeDtypeStruct((8, 8), jnp.float32)
+    original = se.lower(posterior_mean, x, x)
+    text = runtime.promote_to_f64(original.text())
+    assert "lapack_dpotrf" in text and "lapack_spotrf" not in text, "test premise: a CPU Cholesky call"
+    inputs = runtime.random_inputs(original.in_specs, 0)
+    ref = runtime.reference_outputs(original, inputs)
+    assert ref is not None and ref[0].dtype == np.float64
+    np.testing.assert_allclose(ref[0], _run(original, inputs)[0], rtol=1e-3, atol=1e-5)
 
 
 def test_a_draw_of_magnitudes_is_the_same_draw_without_signs():
