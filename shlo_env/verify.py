@@ -63,7 +63,6 @@ from shlo_env.runners import Runner
 Outputs = list[np.ndarray]
 
 
-
 class Draw(NamedTuple):
     """How a random set is redrawn (`runtime.random_inputs`): its floats scaled by `scale`, with
     `nonnegative` the draws' magnitudes, with `int_max` integers up to it only."""
@@ -78,6 +77,7 @@ class Draw(NamedTuple):
         return f"x{self.scale}" + ("+" if self.nonnegative else "") + (f"i{self.int_max}" if self.int_max else "")
 
     def inputs(self, specs, seed: int) -> list[np.ndarray]:
+        """The set of `seed` drawn this way."""
         return runtime.random_inputs(specs, seed, self.scale, self.nonnegative, self.int_max)
 
 
@@ -92,10 +92,11 @@ REDRAWS = (Draw(0.1), Draw(0.01), Draw(10.0), Draw(1.0, nonnegative=True), Draw(
 # hold: MEMORY_PER_BUDGET_S per second of budget, within [MEMORY_FLOOR, MEMORY_CAP]. Corpus
 # programs hold kilobytes; only large models are cut.
 MEMORY_PER_BUDGET_S = 32 << 20
-NOTHING_TO_COMPARE = ("the original's float outputs are NaN or Inf everywhere on every input set: "
-                      "a candidate cannot be told apart from it")
 MEMORY_FLOOR = 256 << 20
 MEMORY_CAP = 2 << 30
+
+NOTHING_TO_COMPARE = ("the original's float outputs are NaN or Inf everywhere on every input set: "
+                      "a candidate cannot be told apart from it")
 
 
 def memory_allowance(budget_s: float | None) -> int:
@@ -209,6 +210,7 @@ class Verifier:
             runner.set_inputs(key, arrays)
         self._originals: list[Outputs] | None = None
         self._draw: Draw | None = None  # the redraw that made the last redrawn set finite
+        self._informative = True  # set with the original's outputs (`informative`)
         self._references: list | None = None
         self._sensitivities: list | None = None
         self._prefetch: threading.Thread | None = None
@@ -241,17 +243,21 @@ class Verifier:
                 if i < self._first_random or not redraw:
                     outputs.append(self._run_original(key))
                     continue
-                # once a set needed a redraw, the next ones take the draw that worked first:
-                # their N(0,1) draw would most likely fail the same way (one run less each)
-                out = self._redraw(i, None) if self._draw is not None else self._run_original(key)
-                if not all_finite(out):
-                    out = self._redraw(i, out)
+                if self._draw is not None:
+                    # a set before needed a redraw: this one takes the draw that worked first,
+                    # since its N(0,1) draw would most likely fail the same way (one run less)
+                    out = self._redraw(i, None)
+                else:
+                    out = self._run_original(key)
+                    if not all_finite(out):
+                        out = self._redraw(i, out)
                 # no draw gave finite outputs: the program most likely makes them whatever the
                 # draw; redrawing the other sets would only run it again (a 4k-op train step:
                 # 10 s of a 60 s budget)
                 redraw = all_finite(out)
                 outputs.append(out)
             self._originals = outputs
+            self._informative = any(informative(o) for o in outputs)
         return self._originals
 
     def _redraw(self, i: int, outputs: Outputs | None) -> Outputs:
@@ -277,7 +283,8 @@ class Verifier:
     def informative(self) -> bool:
         """Whether some input set's outputs of the original can tell a candidate apart
         (`informative`): if none can, `check` verifies nothing."""
-        return any(informative(o) for o in self.originals())
+        self.originals()
+        return self._informative
 
     def prefetch_references(self) -> None:
         """Start `references()` on a thread, so that their compile and runs overlap what the
