@@ -329,6 +329,19 @@ def test_a_large_region_that_costs_more_than_a_whole_evaluation_is_left_to_the_s
     strat.region_cost = [0.0, 0]  # no round judged yet: nothing to estimate from, all are judged
     assert strat._worth_a_region(ctx, [4, 5, 6], counts) == [4, 5, 6]
 
+    # the deferred sites' turn: only those worth a region are cut at all
+    strat.region_cost = [3.0, 600]
+    cut_asked = []
+
+    def cut(sites, max_ops):
+        cut_asked.append(list(sites))
+        return []
+
+    strat.cutter = SimpleNamespace(program="aug", profile=None, cut=cut)
+    ctx.out_of_time = lambda: False
+    assert strat._judge(ctx, None, "aug", [4, 5, 6], {}, None, counts, defer=False) == []
+    assert cut_asked == [[4, 6]]
+
 
 def test_no_judging_round_starts_in_the_sweeps_time():
     """Judging stops where the time kept for the sweeps begins, winners or not: on

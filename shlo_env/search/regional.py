@@ -260,7 +260,10 @@ class Regional(Strategy):
     def _judge(self, ctx: SearchContext, exp: Expansion, aug, sites: Sequence[int], bounds: dict[int, float],
                prof, counts: dict, defer: bool = False) -> list[Winner]:
         """The local winners among `sites` (fallback sites judged on the whole program);
-        with `defer`, sites whose region is over `max_ops` are put off (`self.deferred`)."""
+        with `defer`, sites whose region is over `max_ops` are put off (`self.deferred`), and
+        without it (the deferred sites' turn) those worth a region are cut (`_worth_a_region`)."""
+        if not defer:
+            sites = self._worth_a_region(ctx, sites, counts)
         with self._timer("cut"):
             if self.cutter is None or self.cutter.program is not aug or self.cutter.profile is not prof:
                 self.cutter = region.RegionCutter(aug, prof)
@@ -277,8 +280,6 @@ class Regional(Strategy):
                 else:
                     now.append(r)
             regions = now
-        else:
-            sites = self._worth_a_region(ctx, sites, counts)
         cut = [r for r in regions if not (r.whole or r.in_body)]
         winners: list[Winner] = []
         for r in regions:
