@@ -129,14 +129,8 @@ def test_scalar_inputs_stay_arrays_at_every_scale():
 def test_a_program_nonfinite_at_every_scale_is_redrawn_on_its_first_set_only():
     """Once no draw makes the first random set finite, the later sets are not redrawn: the
     program makes non-finite outputs whatever the draw, and each redraw runs it again."""
-    runs = []
-
-    class Counting(InProcess):
-        def run(self, text, input_key, *a, **k):
-            runs.append(input_key)
-            return super().run(text, input_key, *a, **k)
-
-    v = Verifier(se.lower(_log_shifted, SPEC), Counting(), num_random=3)
+    runs: list = []
+    v = Verifier(se.lower(_log_shifted, SPEC), _counting_runner(runs), num_random=3)
     v.originals()
     assert len(runs) == 3 + len(REDRAWS), runs  # each set once, the first set's redraws
 
