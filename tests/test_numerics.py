@@ -85,12 +85,16 @@ def test_finite_fast_path_agrees_with_the_masked_path(dtype, tier, size, seed, w
     ref = rng.standard_normal(size) * 10.0 ** rng.integers(-3, 4)
     orig = (ref + rng.standard_normal(size) * 1e-3).astype(dtype)
     cand = (ref + rng.standard_normal(size) * 1e-3).astype(dtype)
-    sens = ref + rng.standard_normal(size) * 1e-4
-    args = (cand, orig, tier, ref if with_ref else None, sens if with_ref and with_sens else None)
-    fast, masked = numerics._compare_finite(*args), numerics._compare_masked(*args)
+    sens = ref + rng.standard_normal(size) * 10.0 ** rng.integers(-4, -1)  # some widen the bound
+    args = (cand, orig, ref if with_ref else None, sens if with_sens else None)
+    fast = numerics.compare_one(args[0], args[1], tier, *args[2:])
+    masked = numerics._within_finite_values(tier, numerics.eps(dtype), *args)
     assert (fast.ok, fast.max_error, fast.bound, fast.scale, fast.detail, fast.against) == (
         masked.ok, masked.max_error, masked.bound, masked.scale, masked.detail, masked.against)
-    assert numerics.compare_one(*args).ok == masked.ok
+    if size:  # and the numbers are the plain ones
+        against = ref if with_ref and tier == Numerics.REASSOCIATE else orig.astype(np.float64)
+        assert fast.max_error == np.max(np.abs(cand.astype(np.float64) - against))
+        assert fast.scale == np.max(np.abs(against))
 
 
 def test_a_nan_takes_the_masked_path():
