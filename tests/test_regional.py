@@ -366,7 +366,13 @@ def test_no_judging_round_starts_in_the_sweeps_time():
 
     strat.cutter = SimpleNamespace(program="aug", profile=None, cut=lambda sites, max_ops: [region(s) for s in sites])
     strat._evaluate = fake_evaluate
-    strat._inputs = lambda ctx, aug, regions: [[] for _ in regions]
+    drawn = []  # the sites whose region inputs were drawn
+
+    def inputs(ctx, aug, regions):
+        drawn.extend(r.sites[0] for r in regions)
+        return [[] for _ in regions]
+
+    strat._inputs = inputs
     ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: left[0],
                           evaluator=SimpleNamespace(stats=SimpleNamespace(evaluated=0)),
                           original=SimpleNamespace(num_ops=lambda: 1000))
@@ -374,3 +380,4 @@ def test_no_judging_round_starts_in_the_sweeps_time():
     strat._judge(ctx, None, "aug", [0, 1, 2, 3], {}, None, counts)
     assert judged == [2]  # 12 s left: one round; then 7 s, inside the sweeps' 10 s: no more
     assert counts["sites_judged"] == 1
+    assert drawn == [0]  # random inputs only for the region judged, not for the batch
