@@ -8,7 +8,7 @@ On real programs (corpus programs up to `--max-ms` and the examples), each in on
 
 (a) **A against itself**: A against a separately compiled copy of A (the same text plus a
     comment: another executable, the same program), `--tries` times with
-    `shlo_env.paired_timing.time_until_decided` and `--allowance` seconds each. Accepted
+    `shlo_env.measure.paired_timing.time_until_decided` and `--allowance` seconds each. Accepted
     ("faster") should be at most 1 % of tries.
 (b) **A against A plus ~3 % of work**: B = A with an extra computation whose cost is calibrated
     by measurement to `--gain` of A's runtime (`with_extra_work`: a fused tanh-and-sum over an
@@ -38,13 +38,15 @@ import time
 
 import numpy as np
 
-from shlo_env import corpus, examples, runtime
-from shlo_env.import_ import Program, lower
-from shlo_env.noise_model import accepts
-from shlo_env.paired_timing import time_until_decided
-from shlo_env.sequential import SequentialRatioTest, block_log_ratios, counterbalanced, wilcoxon_bounds
-from shlo_env.timing import SEARCH, TimingPolicy
-from shlo_env.worker import CandidateError, Worker
+from shlo_env import corpus
+from shlo_env.bench import examples
+from shlo_env.execute import runtime
+from shlo_env.ir.program import Program, lower
+from shlo_env.measure.noise_thresholds import accepts
+from shlo_env.measure.paired_timing import time_until_decided
+from shlo_env.measure.sequential_test import SequentialRatioTest, block_log_ratios, counterbalanced, wilcoxon_bounds
+from shlo_env.measure.timing_policy import SEARCH, TimingPolicy
+from shlo_env.execute.worker import CandidateError, Worker
 
 KEY = "control"
 FLOATS = ("f16", "bf16", "f32", "f64")

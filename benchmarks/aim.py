@@ -27,7 +27,7 @@ import sys
 import time
 
 from shlo_env import corpus
-from shlo_env.search.runner import SearchOptions, optimize_program
+from shlo_env.search.program_search import SearchOptions, optimize_program
 
 VARIANTS = {"before": {"screen_options": False, "hot_first": False}, "after": {}}
 

@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from shlo_env.import_ import lower
-from shlo_env.search.runner import SearchOptions, optimize_program
+from shlo_env.ir.program import lower
+from shlo_env.search.program_search import SearchOptions, optimize_program
 
 
 def _layer_norm(x, g):

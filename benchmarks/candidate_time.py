@@ -24,9 +24,9 @@ import time
 import numpy as np
 
 from shlo_env import corpus
-from shlo_env.import_ import lower
-from shlo_env.search.runner import SearchOptions, optimize_program
-from shlo_env.worker import Worker, shared
+from shlo_env.ir.program import lower
+from shlo_env.search.program_search import SearchOptions, optimize_program
+from shlo_env.execute.worker import Worker, shared
 
 DEFAULT_PROGRAMS = "linen_mlp_train,nnx_gru_train,attn_rope_causal_mha,optax_adamw_schedule,kalman_filter_scan"
 KINDS = ("worker start + original compile + noise", "verify: compile+run", "verify: run", "float64 reference",
@@ -78,7 +78,7 @@ class StopwatchWorker:
 
 MODES = {
     "fresh": "a fresh worker per call (optimize() before the warm worker)",
-    "warm": "the process's warm worker (shlo_env.worker.shared, what optimize() uses), first call on the program",
+    "warm": "the process's warm worker (shlo_env.execute.worker.shared, what optimize() uses), first call on the program",
     "warm again": "the warm worker, a second call on the same program (original compile and float64 reference reused)",
 }
 

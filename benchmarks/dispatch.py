@@ -35,9 +35,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import shlo_env as se
-from shlo_env import cache as search_cache
-from shlo_env.hashing import dag_hash
-from shlo_env.optimize import DEFAULTS, Report
+from shlo_env.api import cache as search_cache
+from shlo_env.ir.hashing import dag_hash
+from shlo_env.api.optimize import DEFAULTS, Report
 
 
 def fn(x, w):

@@ -27,7 +27,7 @@ shlo=("$py" -m shlo_env)
 step timeout 60 "$py" - <<'PY'
 import time, numpy as np, jax.numpy as jnp
 from shlo_env import runtime
-from shlo_env.import_ import lower
+from shlo_env.ir.program import lower
 t0 = time.perf_counter()
 x = np.ones((512, 512), np.float32)
 exe = runtime.compile(lower(lambda a: jnp.tanh(a @ a), x))

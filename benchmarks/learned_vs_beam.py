@@ -39,10 +39,11 @@ from strategies import Found, final_timing, format_table, programs, space_text  
 
 import numpy as np  # noqa: E402
 
-from shlo_env import corpus, import_  # noqa: E402
+from shlo_env import corpus
+from shlo_env.ir import program as import_  # noqa: E402
 from shlo_env.learn import dataset  # noqa: E402
-from shlo_env.search.runner import SearchOptions, optimize_program  # noqa: E402
-from shlo_env.worker import Worker  # noqa: E402
+from shlo_env.search.program_search import SearchOptions, optimize_program  # noqa: E402
+from shlo_env.execute.worker import Worker  # noqa: E402
 
 _WARM_UP = import_.lower(lambda x: x + 1.0, np.ones((2,), np.float32))
 

@@ -6,7 +6,7 @@
 
 Stability: measures `--profiles` quick profiles back to back (the bench's spec,
 `shlo_env.bench.sweep.QUICK_NOISE`) and prints, per profile, the pooled faster threshold and the
-per-runtime one (`shlo_env.noise_model.NoiseModel`) at 0.3, 1 and 10 ms. Also the pooled threshold of
+per-runtime one (`shlo_env.measure.noise_thresholds.NoiseModel`) at 0.3, 1 and 10 ms. Also the pooled threshold of
 the old quick spec (6 self-timings of every program: the first 6 of each program here).
 
 Control: corpus (or zoo, `--control-dataset zoo`) programs that are not in the profile are each timed against themselves
@@ -25,10 +25,12 @@ import argparse
 import json
 import os
 
-from shlo_env import corpus, noise, runtime
+from shlo_env import corpus
+from shlo_env.bench import noise_profile as noise
+from shlo_env.execute import runtime
 from shlo_env.bench.sweep import QUICK_NOISE
-from shlo_env.timing import FINAL_TIMINGS, SEARCH
-from shlo_env.worker import CandidateError, Worker
+from shlo_env.measure.timing_policy import FINAL_TIMINGS, SEARCH
+from shlo_env.execute.worker import CandidateError, Worker
 
 
 def load() -> str:

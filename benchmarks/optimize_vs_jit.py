@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import shlo_env as se
-from shlo_env import examples
-from shlo_env.optimize import time_callables
-from shlo_env.timing import TimingPolicy
+from shlo_env.bench import examples
+from shlo_env.api.optimize import time_callables
+from shlo_env.measure.timing_policy import TimingPolicy
 
 def column_sums_plus_square(X, W):
     """The README example plus a term jax lowers to a chlo op (chlo.square)."""

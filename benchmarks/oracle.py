@@ -9,26 +9,26 @@ For each program (a seeded `--limit` sample of the dataset, or `--programs`), wi
 seconds of wall clock, the actions are, in this order:
 
 1. every pattern at all its sites at once (one action per pattern that matches);
-2. every value-preserving XLA option alone (`shlo_env.xla_options.candidate_options()`);
+2. every value-preserving XLA option alone (`shlo_env.execute.xla_options.candidate_options()`);
 3. every pattern at one site, at most `--max-sites` sites per pattern (spread over the program),
    taken round-robin over the patterns.
 
 Patterns are those the search uses by default (numerics tier up to REASSOCIATE; `--approx` adds
 the APPROX ones). A pattern action whose optimized HLO is the original's (after renaming, as
 `benchmarks/pattern_effectiveness.py` compares them) is "same executable", ratio 1, not timed.
-Every other action is verified like a search candidate (`shlo_env.verify.Verifier`, at the
+Every other action is verified like a search candidate (`shlo_env.measure.verify.Verifier`, at the
 tier its alternatives or option claim) and, if it passes, timed against the original in a
 worker process: `--rounds` rounds of interleaved A, B, A, B, ... (`--seconds` of pairs each),
 one median-of-pair-ratios per round, the action's ratio being the median over rounds. The
 original is also timed against itself the same way (the A/A control: its spread is the noise).
 The `--confirm` best actions below 1 then go to the search's own acceptance test, the
-sequential paired test (`shlo_env.paired_timing.time_until_decided`, alpha 1 %, minimum gain
+sequential paired test (`shlo_env.measure.paired_timing.time_until_decided`, alpha 1 %, minimum gain
 `--min-gain`, at most `--paired-s` seconds each), and the oracle's best is the accepted action
 with the lowest estimate (the minimum over hundreds of noisy ratios is biased low: the paired
 test is what keeps the maximum honest, and it is the test the search's result has to pass).
 
 Each program also gets T/roofline: the original's measured time over its roofline floor
-(`shlo_env.roofline`: XLA's flop and byte counts at this machine's peaks, `zoo_gap.peak_rates`:
+(`shlo_env.measure.roofline`: XLA's flop and byte counts at this machine's peaks, `zoo_gap.peak_rates`:
 the best of `--peak-repeats` measurements over several matmul sizes; set SHLO_ENV_PEAK_FLOPS /
 SHLO_ENV_PEAK_BANDWIDTH to skip it).
 
@@ -58,15 +58,18 @@ sys.path.insert(0, str(Path(__file__).parent))
 import pattern_effectiveness as pe  # noqa: E402
 import zoo_gap  # noqa: E402
 
-from shlo_env import corpus, driver, roofline, runtime, xla_options  # noqa: E402
+from shlo_env import corpus
+from shlo_env.rewrite import driver
+from shlo_env.measure import roofline
+from shlo_env.execute import runtime, xla_options  # noqa: E402
 from shlo_env.bench.datasets import _sample  # noqa: E402 - the bench's seeded sample, so --limit matches bench's
-from shlo_env.numerics import Numerics  # noqa: E402
-from shlo_env.paired_timing import time_until_decided  # noqa: E402
-from shlo_env.search.runner import ACCEPT_ALPHA  # noqa: E402
-from shlo_env.sequential import Decision, SequentialRatioTest  # noqa: E402
-from shlo_env.timing import TimingPolicy  # noqa: E402
-from shlo_env.verify import Verifier  # noqa: E402
-from shlo_env.worker import CandidateError, Worker  # noqa: E402
+from shlo_env.measure.numerics import Numerics  # noqa: E402
+from shlo_env.measure.paired_timing import time_until_decided  # noqa: E402
+from shlo_env.search.program_search import ACCEPT_ALPHA  # noqa: E402
+from shlo_env.measure.sequential_test import Decision, SequentialRatioTest  # noqa: E402
+from shlo_env.measure.timing_policy import TimingPolicy  # noqa: E402
+from shlo_env.measure.verify import Verifier  # noqa: E402
+from shlo_env.execute.worker import CandidateError, Worker  # noqa: E402
 
 
 @dataclasses.dataclass

@@ -25,12 +25,13 @@ import os
 import sys
 import time
 
-from shlo_env import examples, runtime
-from shlo_env.import_ import lower
+from shlo_env.bench import examples
+from shlo_env.execute import runtime
+from shlo_env.ir.program import lower
 from shlo_env.search import Evaluator
 from shlo_env.search.passes import candidate_passes, describe
-from shlo_env.worker import CandidateError, Worker
-from shlo_env.timing import TimingPolicy
+from shlo_env.execute.worker import CandidateError, Worker
+from shlo_env.measure.timing_policy import TimingPolicy
 
 FASTER, SLOWER = 0.94, 1.06  # the paper's thresholds
 

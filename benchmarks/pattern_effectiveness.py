@@ -9,7 +9,7 @@ optimized executable.
 
 For each program: augment with every registered pattern (APPROX included; `--patterns` narrows
 that to named patterns or families, e.g. `loops batching`), then for each alternative, apply it
-alone and compile both programs through a `shlo_env.worker.Worker` (an XLA crash costs one
+alone and compile both programs through a `shlo_env.execute.worker.Worker` (an XLA crash costs one
 candidate). Compile only, nothing is timed, so the 45-program corpus takes minutes: on the corpus
 at most `--max-candidates` alternatives per pattern and program are compiled (spread over the
 program; matches are all counted), and the table reports programs rather than alternatives. The optimized HLO texts are compared after renaming every
@@ -38,14 +38,17 @@ from pathlib import Path
 
 import os
 
-from shlo_env import corpus, driver, examples, runtime
-from shlo_env.import_ import lower
-from shlo_env.numerics import Numerics
+from shlo_env import corpus
+from shlo_env.rewrite import driver
+from shlo_env.bench import examples
+from shlo_env.execute import runtime
+from shlo_env.ir.program import lower
+from shlo_env.measure.numerics import Numerics
 from shlo_env.patterns import all_patterns
-from shlo_env.runners import InProcess
-from shlo_env.verify import Verifier
-from shlo_env.worker import CandidateError, Worker
-from shlo_env.timing import TimingPolicy
+from shlo_env.execute.runners import InProcess
+from shlo_env.measure.verify import Verifier
+from shlo_env.execute.worker import CandidateError, Worker
+from shlo_env.measure.timing_policy import TimingPolicy
 
 _NAME = re.compile(r"%[\w.\-]+")
 
@@ -328,7 +331,7 @@ def main(argv=None) -> int:
                     "ratio near 1 within the machine's noise means no change)." if args.time else ""))
     else:
         intro = ("For each pattern: how many alternatives it records on the example suite "
-                 f"(`shlo_env/examples.py`: {', '.join(names)}), and how many of those, applied alone, "
+                 f"(`shlo_env/bench/examples.py`: {', '.join(names)}), and how many of those, applied alone, "
                  "change XLA's optimized HLO (compared after renaming instructions by order of appearance) "
                  "or XLA's cost estimate (flops, bytes accessed).")
     doc = ("# Pattern effectiveness" + (" on the corpus" if on_corpus else "") + "\n\n"

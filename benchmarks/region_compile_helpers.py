@@ -27,7 +27,9 @@ DEFAULT_PROGRAMS = ["keras_transformer_train", "hf_bart_seq2seq_train", "hf_vit_
 
 
 def _jobs(name: str, count: int, seed: int = 0):
-    from shlo_env import driver, region, zoo
+    from shlo_env import zoo
+    from shlo_env.rewrite import driver
+    from shlo_env.measure import region
 
     program = zoo.load(name)
     with warnings.catch_warnings():
@@ -51,7 +53,7 @@ def _tagged(jobs, tag: str):
 
 
 def _judge(runners, jobs) -> tuple[float, list[float]]:
-    from shlo_env import region
+    from shlo_env.measure import region
 
     t = time.perf_counter()
     out = region.judge_groups(runners, jobs)
@@ -61,7 +63,7 @@ def _judge(runners, jobs) -> tuple[float, list[float]]:
 
 
 def main() -> None:
-    from shlo_env.worker import Worker
+    from shlo_env.execute.worker import Worker
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--programs", nargs="*", default=DEFAULT_PROGRAMS)

@@ -38,10 +38,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 from scipy import stats
 
-from shlo_env import corpus, driver, region, runtime  # noqa: E402
-from shlo_env.profile import profile_program  # noqa: E402
-from shlo_env.timing import SEARCH, TimingPolicy  # noqa: E402
-from shlo_env.worker import Worker  # noqa: E402
+from shlo_env import corpus
+from shlo_env.rewrite import driver
+from shlo_env.measure import region
+from shlo_env.execute import runtime  # noqa: E402
+from shlo_env.measure.kernel_profile import profile_program  # noqa: E402
+from shlo_env.measure.timing_policy import SEARCH, TimingPolicy  # noqa: E402
+from shlo_env.execute.worker import Worker  # noqa: E402
 
 #: the reference whole ratio: the median of `--repeats` longer timings than the search's
 REFERENCE = TimingPolicy(min_seconds=0.5)

@@ -18,7 +18,7 @@ import os
 import time
 
 from shlo_env import zoo
-from shlo_env.search.runner import SearchOptions, optimize_program
+from shlo_env.search.program_search import SearchOptions, optimize_program
 
 
 def main() -> None:

@@ -27,11 +27,12 @@ import os
 import sys
 import time
 
-from shlo_env import examples, runtime
-from shlo_env.import_ import lower
-from shlo_env.search.runner import SearchOptions, optimize_program
-from shlo_env.worker import Worker
-from shlo_env.timing import TimingPolicy
+from shlo_env.bench import examples
+from shlo_env.execute import runtime
+from shlo_env.ir.program import lower
+from shlo_env.search.program_search import SearchOptions, optimize_program
+from shlo_env.execute.worker import Worker
+from shlo_env.measure.timing_policy import TimingPolicy
 
 DEFAULT = ["pick-first", "beam", "mcts", "cost-model", "random"]
 Found = collections.namedtuple("Found", "program passes")  # what a strategy's search returned

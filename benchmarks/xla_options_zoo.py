@@ -4,9 +4,9 @@
                                          [--tokens TOKEN ...] [--json rows.json]
 
 For each zoo program (or `--programs`; `--limit`: a seeded sample), one worker holds its
-example inputs, and each value-preserving option of `shlo_env.xla_options.candidate_options()`
+example inputs, and each value-preserving option of `shlo_env.execute.xla_options.candidate_options()`
 (or `--tokens`) is timed against the original, the same StableHLO compiled without it, by the
-search's own acceptance test (`shlo_env.paired_timing.time_until_decided`: the sequential paired
+search's own acceptance test (`shlo_env.measure.paired_timing.time_until_decided`: the sequential paired
 Wilcoxon test, alpha 1 %, min gain 1 %, at most `--allowance` seconds with the compile). The
 original against itself is the A/A control on every program (accepted: a false acceptance).
 
@@ -30,9 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from shlo_env import corpus, runtime, xla_options
-from shlo_env.paired_timing import time_until_decided
-from shlo_env.worker import CandidateError, Worker
+from shlo_env import corpus
+from shlo_env.execute import runtime, xla_options
+from shlo_env.measure.paired_timing import time_until_decided
+from shlo_env.execute.worker import CandidateError, Worker
 
 CONTROL = "(original: A/A control)"
 

@@ -6,7 +6,7 @@ T/roofline.
         [--top-kernels 8] [--dataset zoo] [--out FILE.md] [--json FILE]
 
 T/roofline of a program: the original's measured time (`runtime.measure`, 10th percentile) over
-`shlo_env.roofline.floor_s` of XLA's cost analysis at this machine's measured peaks (or
+`shlo_env.measure.roofline.floor_s` of XLA's cost analysis at this machine's measured peaks (or
 SHLO_ENV_PEAK_FLOPS / SHLO_ENV_PEAK_BANDWIDTH). That floor charges every byte XLA counts at the
 bandwidth of a 256 MiB array (DRAM); the zoo's working sets mostly fit in cache, so it can pass
 the measured time (T/roofline < 1). T/flop floor (time over flops at the peak matmul rate alone)
@@ -37,10 +37,12 @@ import os
 import sys
 from pathlib import Path
 
-from shlo_env import corpus, roofline, runtime
-from shlo_env.driver import walk_ops
-from shlo_env.import_ import Program
-from shlo_env.profile import profile_program
+from shlo_env import corpus
+from shlo_env.measure import roofline
+from shlo_env.execute import runtime
+from shlo_env.rewrite.driver import walk_ops
+from shlo_env.ir.program import Program
+from shlo_env.measure.kernel_profile import profile_program
 
 
 def _shape(t) -> list[int]:
@@ -175,8 +177,8 @@ def small_conv_check(name: str, rounds: int = 3) -> list[str]:
     import numpy as np
     from jax import lax
 
-    from shlo_env.import_ import lower
-    from shlo_env.timing import TimingPolicy
+    from shlo_env.ir.program import lower
+    from shlo_env.measure.timing_policy import TimingPolicy
     from shlo_env.zoo.programs import registry
 
     spec = registry()[name]

@@ -8,7 +8,7 @@ Needs gymnasium (`pip install "gymnasium>=1.0"`). The reward is the cost model b
 (deterministic, no timing); `--reward runtime` times every step in a worker process.
 Every episode can be recorded (`--record`) and later replayed and validated:
 
-    from shlo_env.replay import read_records, replay, validate
+    from shlo_env.research.replay import read_records, replay, validate
     for rec in read_records("episodes.jsonl"):
         print(replay(rec)); print(validate(rec))
 """
@@ -20,7 +20,7 @@ import argparse
 import gymnasium as gym
 import numpy as np
 
-import shlo_env.gym_env  # noqa: F401  (registers shlo_env/Rewrite-v0)
+import shlo_env.research.gym_env  # noqa: F401  (registers shlo_env/Rewrite-v0)
 from shlo_env.learn.policy import pick_first_agent, random_agent
 
 

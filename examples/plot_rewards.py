@@ -17,7 +17,7 @@ from gym_agents import POLICIES, default_programs, run_episodes  # noqa: E402
 
 import gymnasium as gym  # noqa: E402
 
-import shlo_env.gym_env  # noqa: E402,F401
+import shlo_env.research.gym_env  # noqa: E402,F401
 
 EPISODES = int(sys.argv[1]) if len(sys.argv) > 1 else 40
 OUT = Path(sys.argv[2]) if len(sys.argv) > 2 else Path("episode_rewards.png")

@@ -15,15 +15,15 @@ import threading
 SUBCOMMANDS = {
     "bench": ("shlo_env.bench.cli", "sweep datasets of programs, store every measurement, print Table 2 "
                                     "against jax.jit"),
-    "noise": ("shlo_env.noise", "measure this machine's noise profile (faster/slower thresholds)"),
-    "profile": ("shlo_env.profile", "time per XLA kernel, mapped back to the StableHLO ops and patterns"),
+    "noise": ("shlo_env.bench.noise_profile", "measure this machine's noise profile (faster/slower thresholds)"),
+    "profile": ("shlo_env.measure.kernel_profile", "time per XLA kernel, mapped back to the StableHLO ops and patterns"),
     "dataset": ("shlo_env.learn.dataset_cli", "build and export the measurement dataset for learned cost "
                                                "models"),
     "learn": ("shlo_env.learn.learn_cli", "train and evaluate the learned cost model (ranking within a program)"),
-    "show": ("shlo_env.show", "render a program and its alternatives as Graphviz DOT/SVG"),
-    "optimize": ("shlo_env.optimize_file", "optimize a StableHLO file (.mlir, .mlirbc, compressed; - for "
+    "show": ("shlo_env.research.show", "render a program and its alternatives as Graphviz DOT/SVG"),
+    "optimize": ("shlo_env.api.optimize_file", "optimize a StableHLO file (.mlir, .mlirbc, compressed; - for "
                                            "stdin/stdout) and write the optimized module"),
-    "cache": ("shlo_env.cache", "list or clear the persistent cache of searches"),
+    "cache": ("shlo_env.api.cache", "list or clear the persistent cache of searches"),
 }
 
 

@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 
 import shlo_env as se
-from shlo_env import alternatives_dialect as ad
-from shlo_env import runtime
-from shlo_env.import_ import ir_scope
+from shlo_env.ir import alternatives as ad
+from shlo_env.execute import runtime
+from shlo_env.ir.program import ir_scope
 
 
 def chain_program():

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import shlo_env as se
-from shlo_env import driver
-from shlo_env.import_ import ir_scope
+from shlo_env.rewrite import driver
+from shlo_env.ir.program import ir_scope
 from shlo_env.patterns import match_cache
 from shlo_env.patterns.base import resolve
 from shlo_env.testing import check_rewrites

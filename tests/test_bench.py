@@ -17,11 +17,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shlo_env import bench, examples
-from shlo_env.import_ import lower, save
-from shlo_env.results_db import ResultsDB, environment
-from shlo_env.search.runner import SearchOptions, optimize_program
-from shlo_env.worker import Worker
+from shlo_env import bench
+from shlo_env.bench import examples
+from shlo_env.ir.program import lower, save
+from shlo_env.measure.results_db import ResultsDB, environment
+from shlo_env.search.program_search import SearchOptions, optimize_program
+from shlo_env.execute.worker import Worker
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +135,7 @@ def _seed_profile(db_path) -> None:
 
 
 def test_noise_profile_thresholds():
-    from shlo_env import noise
+    from shlo_env.bench import noise_profile as noise
 
     lo, hi = noise.thresholds([1.0, 1.02, 0.98, 1.0, 0.99], quantile=1.0)
     assert lo == pytest.approx(0.98) and hi == pytest.approx(1 / 0.98)
@@ -217,7 +218,7 @@ def test_a_stale_noise_profile_is_measured_again_only_when_there_is_something_to
     import importlib
     import io
 
-    from shlo_env import noise
+    from shlo_env.bench import noise_profile as noise
 
     sweep_mod = importlib.import_module("shlo_env.bench.sweep")  # the package exports the function `sweep`
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import shlo_env as se
-from shlo_env.search.runner import SearchOptions, optimize_program
-from shlo_env.timing import SEARCH, Budget, policy_seconds
+from shlo_env.search.program_search import SearchOptions, optimize_program
+from shlo_env.measure.timing_policy import SEARCH, Budget, policy_seconds
 
 SLACK_S = 3.0  # closing the worker and the evaluator after the budget's last step
 
@@ -70,7 +70,7 @@ def test_a_slow_program_still_gets_a_search(budget):
 
 
 def test_augment_stops_matching_at_its_deadline_and_says_how_far_it_got():
-    from shlo_env.driver import AugmentStats, augment, list_alternatives
+    from shlo_env.rewrite.driver import AugmentStats, augment, list_alternatives
 
     rng = np.random.default_rng(0)
     A, B = (rng.standard_normal((8, 8)).astype(np.float32) for _ in range(2))
@@ -94,7 +94,7 @@ def test_a_searched_states_augment_has_a_deadline(monkeypatch):
     from shlo_env.patterns.base import resolve
     from shlo_env.search import base
     from shlo_env.search.evaluator import Evaluator
-    from shlo_env.worker import Worker
+    from shlo_env.execute.worker import Worker
 
     x = np.ones((8,), np.float32)
     program, other = se.lower(_chain, x), se.lower(lambda x: _chain(x) * 2.0, x)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import shlo_env as se
-from shlo_env import cache as search_cache
+from shlo_env.api import cache as search_cache
 from shlo_env.cli import main as cli_main
 from shlo_env.search.options import SearchOptions
 
@@ -136,7 +136,7 @@ def test_a_changed_option_is_another_key(small):
 
 WRITER = textwrap.dedent("""
     import sys
-    from shlo_env.cache import Entry, SearchCache
+    from shlo_env.api.cache import Entry, SearchCache
     store, me = SearchCache(sys.argv[1]), sys.argv[2]
     for i in range(150):
         shared = i % 2 == 0  # half the keys are written by both processes

@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 from jaxlib.mlir import ir
 
-from shlo_env import corpus, runtime
+from shlo_env import corpus
+from shlo_env.execute import runtime
 from shlo_env.corpus import CorpusError
 from shlo_env.corpus.subgraphs import Extractor, size_of
-from shlo_env.hashing import dag_hash
-from shlo_env.import_ import lower, save
-from shlo_env.worker import Worker
+from shlo_env.ir.hashing import dag_hash
+from shlo_env.ir.program import lower, save
+from shlo_env.execute.worker import Worker
 
 
 def test_datasets_listed():

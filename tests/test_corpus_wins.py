@@ -11,8 +11,10 @@ rewrite runs and agrees with the original, and the search's site heat ranks its 
 
 import numpy as np
 
-from shlo_env import corpus, driver, runtime
-from shlo_env.ir import walk
+from shlo_env import corpus
+from shlo_env.rewrite import driver
+from shlo_env.execute import runtime
+from shlo_env.ir.ops import walk
 from shlo_env.patterns import all_patterns
 from shlo_env.patterns.small_ops import MAX_MACS
 from shlo_env.search import site_heat

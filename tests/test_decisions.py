@@ -6,10 +6,10 @@ import types
 
 import numpy as np
 
-from shlo_env import runtime
-from shlo_env.numerics import Numerics, compare_one
-from shlo_env.optimize import Report
-from shlo_env.search.runner import ProgramResult, _decide
+from shlo_env.execute import runtime
+from shlo_env.measure.numerics import Numerics, compare_one
+from shlo_env.api.optimize import Report
+from shlo_env.search.program_search import ProgramResult, _decide
 
 
 def test_median_ratio_pairs_calls_made_side_by_side():

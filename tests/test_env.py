@@ -1,4 +1,4 @@
-"""The research interface `shlo_env.env.Env`: sources, augment/apply, evaluation, pickling."""
+"""The research interface `shlo_env.research.env.Env`: sources, augment/apply, evaluation, pickling."""
 
 import os
 import pickle
@@ -7,11 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shlo_env import driver
-from shlo_env.env import Env, EnvError, hlo_cost, looks_like_uri, resolve_program
-from shlo_env.hashing import dag_hash
-from shlo_env.import_ import ProgramError, lower, save
-from shlo_env.numerics import Numerics
+from shlo_env.rewrite import driver
+from shlo_env.research.env import Env, EnvError, hlo_cost, looks_like_uri, resolve_program
+from shlo_env.ir.hashing import dag_hash
+from shlo_env.ir.program import ProgramError, lower, save
+from shlo_env.measure.numerics import Numerics
 
 
 def matmul_chain(A, B, v):

@@ -11,7 +11,7 @@ import pytest
 
 import shlo_env as se
 from shlo_env import testing
-from shlo_env.numerics import Numerics
+from shlo_env.measure.numerics import Numerics
 from shlo_env.patterns.base import default_patterns
 
 

@@ -28,8 +28,8 @@ def _args(seed=0):
 
 
 def test_runtime_compiles_runs_and_times_on_the_gpu():
-    from shlo_env import runtime
-    from shlo_env.import_ import lower
+    from shlo_env.execute import runtime
+    from shlo_env.ir.program import lower
 
     assert runtime.platform() == "gpu"
     args = _args()
@@ -43,7 +43,7 @@ def test_runtime_compiles_runs_and_times_on_the_gpu():
 
 def test_gpu_options_compile():
     """Every value-preserving GPU option the search may set is accepted by this jaxlib's compiler."""
-    from shlo_env import xla_options
+    from shlo_env.execute import xla_options
 
     args = _args()
     expected = np.asarray(jax.jit(_mlp)(*args))
@@ -55,8 +55,8 @@ def test_gpu_options_compile():
 
 
 def test_optimization_barrier_is_a_fusion_boundary_on_gpu():
-    from shlo_env import runtime
-    from shlo_env.import_ import lower
+    from shlo_env.execute import runtime
+    from shlo_env.ir.program import lower
 
     def fused(x):
         return jnp.tanh(jnp.exp(x) * 2.0)

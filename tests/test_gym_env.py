@@ -17,9 +17,9 @@ gym = pytest.importorskip("gymnasium")
 
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
-from shlo_env import gym_env  # noqa: E402
-from shlo_env.gym_env import RewriteEnv, cost_seconds, make_env  # noqa: E402
-from shlo_env.import_ import lower  # noqa: E402
+from shlo_env.research import gym_env  # noqa: E402
+from shlo_env.research.gym_env import RewriteEnv, cost_seconds, make_env  # noqa: E402
+from shlo_env.ir.program import lower  # noqa: E402
 
 
 def matmul_chain(A, B, v):
@@ -60,7 +60,7 @@ def test_registered_and_made_through_gym(chain_program):
 
 
 def test_importing_shlo_env_does_not_need_gymnasium():
-    code = "import sys, shlo_env, shlo_env.env, shlo_env.observe, shlo_env.replay, shlo_env.show; " \
+    code = "import sys, shlo_env, shlo_env.research.env, shlo_env.learn.observe, shlo_env.research.replay, shlo_env.research.show; " \
            "sys.exit(1 if 'gymnasium' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
@@ -92,7 +92,7 @@ def test_predicted_reward_is_the_learned_models_step_estimate(chain_program):
 
 
 def test_a_registered_reward_class_is_chosen_by_name(chain_program, monkeypatch):
-    from shlo_env import gym_rewards
+    from shlo_env.research import gym_rewards
 
     class StepCount(gym_rewards.Reward):  # reset/update/episode_end, as CompilerGym's rewards
         name = "step_count"
@@ -119,9 +119,9 @@ def test_a_registered_reward_class_is_chosen_by_name(chain_program, monkeypatch)
 
 
 def test_cost_seconds_has_one_policy_for_a_missing_cost():
-    from shlo_env import roofline
+    from shlo_env.measure import roofline
     from shlo_env.search.cost_model import roofline as estimate
-    from shlo_env.worker import CandidateError
+    from shlo_env.execute.worker import CandidateError
 
     assert roofline.cost_seconds({"flops": 2e9, "bytes": 1e9}, 1e9, 1e9) == pytest.approx(3.0)
     for missing in ({"flops": float("nan"), "bytes": 1e9}, {"flops": 1e9}, {"flops": 1.0, "bytes": 1.0, "error": "x"}):

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shlo_env import runtime
-from shlo_env.import_ import lower
+from shlo_env.execute import runtime
+from shlo_env.ir.program import lower
 from shlo_env.learn import hlo_features as H
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import shlo_env as se
-from shlo_env.import_ import ProgramError
+from shlo_env.ir.program import ProgramError
 
 
 def f(params, x):
@@ -130,7 +130,7 @@ def test_chlo_programs_serialize_to_a_portable_artifact(chlo_program):
     q = se.load(art)
     assert "chlo." not in q.text()
     want = jax.jit(_chlo_fn)(*args)
-    got = se.runtime.execute(se.runtime.compile(q), list(args))[0]
+    got = se.execute.runtime.execute(se.execute.runtime.compile(q), list(args))[0]
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
@@ -168,9 +168,9 @@ func.func private @g(%x: tensor<f32>) -> tensor<f32> {
 def test_recursive_calls_are_a_clear_error(target):
     with pytest.raises(ProgramError, match="recursive call: .*@" + target):
         se.load(RECURSIVE.replace("@%s", "@" + target))
-    module = se.import_.parse_module(RECURSIVE.replace("@%s", "@" + target))
+    module = se.ir.program.parse_module(RECURSIVE.replace("@%s", "@" + target))
     with pytest.raises(ProgramError, match="recursive"):  # also when not inlining
-        se.import_.program_from_module(module, inline=False)
+        se.ir.program.program_from_module(module, inline=False)
 
 
 def test_elided_constants_are_refused_with_how_to_save_them(tmp_path):

@@ -1,11 +1,11 @@
-"""shlo_env.ir, the bottom layer: ops and blocks, walking, calls, splicing, element types."""
+"""shlo_env.ir.ops, the bottom layer: ops and blocks, walking, calls, splicing, element types."""
 
 import numpy as np
 from jaxlib.mlir import ir
 
-from shlo_env import ir as shlo_ir
-from shlo_env.import_ import ir_scope
-from shlo_env.tensor_types import element_type_of
+from shlo_env.ir import ops as shlo_ir
+from shlo_env.ir.program import ir_scope
+from shlo_env.ir.tensor_types import element_type_of
 
 MODULE = """
 func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {

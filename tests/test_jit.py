@@ -162,7 +162,7 @@ def test_background_runs_jit_first_then_swaps_the_winner_in(XW, tmp_path):
 
 
 def test_progress_line_when_the_search_takes_long(monkeypatch, capsys, tmp_path, XW):
-    jit_module = sys.modules["shlo_env.jit"]  # the module (shlo_env.jit is the function)
+    jit_module = sys.modules["shlo_env.api.jit"]  # the module (shlo_env.jit is the function)
     monkeypatch.setattr(jit_module, "NOTICE_AFTER_S", 0.0)
     f = se.jit(colsum, budget_s=BUDGET, cache=str(tmp_path))
     f(*XW)

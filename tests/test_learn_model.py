@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from shlo_env import observe
+from shlo_env.learn import observe
 from shlo_env.learn import metrics, model
 
 

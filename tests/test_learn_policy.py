@@ -36,7 +36,7 @@ def test_tiny_training_run_is_finite_and_reports_all_three_agents():
 
 def test_held_out_programs_share_no_source_with_training():
     from shlo_env import corpus
-    from shlo_env.gym_env import program_sources
+    from shlo_env.research.gym_env import program_sources
     from shlo_env.learn.dataset import source_of
 
     sources = program_sources("inst-10-20")

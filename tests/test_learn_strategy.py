@@ -86,7 +86,7 @@ def test_loop_rewrites_are_probed_whatever_the_model_predicts():
     import numpy as np
 
     import shlo_env as se
-    from shlo_env import observe
+    from shlo_env.learn import observe
 
     def loop(x):
         return jax.lax.fori_loop(0, 8, lambda i, c: c * 0.5 + 1.0, x)
@@ -108,7 +108,7 @@ def test_a_rewrite_whose_original_root_is_a_window_reduction_is_probed_whatever_
     import jax.numpy as jnp
 
     import shlo_env as se
-    from shlo_env import observe
+    from shlo_env.learn import observe
 
     program = se.lower(lambda x: jnp.cumsum(x * 2.0, axis=1), np.ones((4, 256), np.float32))
     ctx, _ = make_ctx(program, max_steps=1, patterns=["reduce_window_prefix_to_scan"])

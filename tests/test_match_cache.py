@@ -11,8 +11,8 @@ import pytest
 from jaxlib.mlir import ir
 
 import shlo_env as se
-from shlo_env import driver
-from shlo_env.import_ import ir_scope
+from shlo_env.rewrite import driver
+from shlo_env.ir.program import ir_scope
 from shlo_env.patterns import batching, match_cache
 from shlo_env.patterns import matching as base
 

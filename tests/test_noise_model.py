@@ -1,13 +1,13 @@
-"""The runtime-dependent noise model (`shlo_env.noise.NoiseModel`) and the one acceptance rule
-(`shlo_env.noise.accepts`). Nothing here is timed: profiles are made up."""
+"""The runtime-dependent noise model (`shlo_env.bench.noise_profile.NoiseModel`) and the one acceptance rule
+(`shlo_env.bench.noise_profile.accepts`). Nothing here is timed: profiles are made up."""
 
 import math
 
 import pytest
 
-from shlo_env import noise
+from shlo_env.bench import noise_profile as noise
 from shlo_env.bench.report import improved_rows, row_thresholds, summarize, verdict
-from shlo_env.results_db import ResultsDB, measurement_row
+from shlo_env.measure.results_db import ResultsDB, measurement_row
 
 
 def _program(name, runtime_s, spread, n=10):

@@ -3,8 +3,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shlo_env import numerics
-from shlo_env.numerics import Numerics, compare_outputs, nonfinite_agree
+from shlo_env.measure import numerics
+from shlo_env.measure.numerics import Numerics, compare_outputs, nonfinite_agree
 
 
 def test_exact_is_bitwise_with_nan_and_signed_zero():

@@ -6,9 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shlo_env import driver, observe
-from shlo_env.hashing import op_hashes
-from shlo_env.import_ import lower
+from shlo_env.rewrite import driver
+from shlo_env.learn import observe
+from shlo_env.ir.hashing import op_hashes
+from shlo_env.ir.program import lower
 
 
 def low_rank_update(x, W, A, B):
@@ -196,7 +197,7 @@ def test_live_nodes_match_apply_on_random_programs():
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from shlo_env.random_programs import programs as random_programs
+    from shlo_env.testing.random_programs import programs as random_programs
 
     checked = {"alternatives": 0}
 

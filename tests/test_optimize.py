@@ -7,7 +7,7 @@ from jaxlib.mlir import ir
 import shlo_env as se
 from shlo_env.patterns.base import Match, Pattern
 from shlo_env.search import Evaluator
-from shlo_env.worker import Worker
+from shlo_env.execute.worker import Worker
 
 
 def f32(rng, *shape):
@@ -170,7 +170,7 @@ def test_strategy_options_reach_the_strategy(chain_args):
 
 
 def test_the_callable_is_built_for_programs_with_chlo_ops():
-    from shlo_env.optimize import exported_callable
+    from shlo_env.api.optimize import exported_callable
 
     rng = np.random.default_rng(0)
     fn = lambda x, w: jnp.sum(x @ w, axis=0) + jnp.sum(jnp.square(w))  # noqa: E731  (chlo.square)

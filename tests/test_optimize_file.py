@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import shlo_env as se
-from shlo_env import runtime
+from shlo_env.execute import runtime
 from shlo_env.cli import main as cli_main
-from shlo_env.numerics import Numerics, verify
+from shlo_env.measure.numerics import Numerics, verify
 
 ROOT = Path(__file__).resolve().parents[1]
 

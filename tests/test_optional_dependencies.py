@@ -75,8 +75,8 @@ def test_import_registers_the_env_lazily(tmp_path):
                           "env": type(env.unwrapped).__name__,
                           "loader": type(gym.__spec__.loader).__module__}))
     """)
-    assert res["lazy"] and res["spec"] == "shlo_env.gym_env:RewriteEnv" and res["env"] == "RewriteEnv"
-    assert res["loader"] != "shlo_env.gym_registration"  # the hook leaves gymnasium's own loader
+    assert res["lazy"] and res["spec"] == "shlo_env.research.gym_env:RewriteEnv" and res["env"] == "RewriteEnv"
+    assert res["loader"] != "shlo_env.research.gym_registration"  # the hook leaves gymnasium's own loader
 
 
 def test_gymnasium_imported_first_is_registered_too(tmp_path):

@@ -4,8 +4,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shlo_env import driver
-from shlo_env.import_ import lower
+from shlo_env.rewrite import driver
+from shlo_env.ir.program import lower
 from shlo_env.patterns import Match, Numerics, Pattern, get
 from shlo_env.patterns.matching import commuted, splat_value
 from shlo_env.testing import MismatchError, arrays, check_pattern, programs_from
@@ -41,7 +41,7 @@ def test_right_version_is_integer_only():
 
 
 def test_cartpole_loop_rewrites_are_recorded():
-    from shlo_env import examples
+    from shlo_env.bench import examples
 
     ex = examples.suite(["cartpole_scan"])[0]
     prog = lower(ex.fn, *ex.args(0))
@@ -53,7 +53,7 @@ def test_cartpole_loop_rewrites_are_recorded():
 
 
 def test_unpacked_state_has_no_concatenate_in_the_loop():
-    from shlo_env import examples
+    from shlo_env.bench import examples
 
     ex = examples.suite(["cartpole_scan"])[0]
     prog = lower(ex.fn, *ex.args(0))
@@ -69,7 +69,7 @@ def test_flat_body_sees_through_calls():
     """Loop patterns also work on bodies that are still `func.call`s (modules not inlined)."""
     from jaxlib.mlir import ir
 
-    from shlo_env.import_ import ir_scope
+    from shlo_env.ir.program import ir_scope
     from shlo_env.patterns.loop_analysis import FlatBody
 
     text = """

@@ -7,7 +7,7 @@ import pytest
 
 from shlo_env import cli
 import shlo_env
-from shlo_env.profile import categorize, parse_hlo, profile
+from shlo_env.measure.kernel_profile import categorize, parse_hlo, profile
 
 
 def _mlp(x, w):

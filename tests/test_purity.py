@@ -1,12 +1,14 @@
-"""One definition of purity (shlo_env.ir.is_pure) used by prune, the DAG hash and the patterns
+"""One definition of purity (shlo_env.ir.ops.is_pure) used by prune, the DAG hash and the patterns
 (issue 11, item 7): every effectful op is kept when dead and counts in the hash; pure ops
 (stablehlo.rng_bit_generator included: its state is an operand) are pruned and do not."""
 
 import pytest
 from jaxlib.mlir import ir
 
-from shlo_env import driver, hashing, ir as shlo_ir, observe
-from shlo_env.import_ import Program, ir_scope
+from shlo_env.rewrite import driver
+from shlo_env.ir import hashing, ops as shlo_ir
+from shlo_env.learn import observe
+from shlo_env.ir.program import Program, ir_scope
 from shlo_env.patterns import fusion, loops
 
 PURE = ["stablehlo.rng_bit_generator", "stablehlo.add", "stablehlo.exponential"]

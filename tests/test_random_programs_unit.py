@@ -1,4 +1,4 @@
-"""The random-program generator itself (shlo_env/random_programs.py)."""
+"""The random-program generator itself (shlo_env/testing/random_programs.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import jax
 import numpy as np
 import pytest
 
-from shlo_env import random_programs as rp
-from shlo_env.import_ import lower
+from shlo_env.testing import random_programs as rp
+from shlo_env.ir.program import lower
 
 # The StableHLO op each table entry must produce (at least this one; motifs produce more).
 EXPECTED_OP = {

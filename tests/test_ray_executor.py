@@ -11,10 +11,10 @@ import pytest
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'shlo_env[ray]')")
 
 from shlo_env import bench, corpus  # noqa: E402
-from shlo_env.driver import augment, list_alternatives  # noqa: E402
-from shlo_env.executors import DeviceLock  # noqa: E402
-from shlo_env.import_ import save  # noqa: E402
-from shlo_env.results_db import ResultsDB, environment  # noqa: E402
+from shlo_env.rewrite.driver import augment, list_alternatives  # noqa: E402
+from shlo_env.bench.executors import DeviceLock  # noqa: E402
+from shlo_env.ir.program import save  # noqa: E402
+from shlo_env.measure.results_db import ResultsDB, environment  # noqa: E402
 
 N_PROGRAMS = 10
 # ray.init starts its processes with fork+exec; jax's warning about fork does not apply

@@ -6,12 +6,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shlo_env import driver, region
-from shlo_env.executors import LocalExecutor
-from shlo_env.numerics import Numerics
-from shlo_env.profile import Kernel, Profile, profile_program
-from shlo_env.runners import InProcess
-from shlo_env.verify import Verifier
+from shlo_env.rewrite import driver
+from shlo_env.measure import region
+from shlo_env.bench.executors import LocalExecutor
+from shlo_env.measure.numerics import Numerics
+from shlo_env.measure.kernel_profile import Kernel, Profile, profile_program
+from shlo_env.execute.runners import InProcess
+from shlo_env.measure.verify import Verifier
 
 
 def _mlp(x, w, b, v):
@@ -27,7 +28,7 @@ def _hot_and_cold(x, w, s):
 
 
 def _augment(fn, *args):
-    from shlo_env.import_ import lower
+    from shlo_env.ir.program import lower
 
     return driver.augment(lower(fn, *args))
 
@@ -377,14 +378,14 @@ class _Recorder:
         self.log.append((kind, self.name, t0, time.perf_counter()))
 
     def run(self, text, key, *a, **k):
-        from shlo_env.runners import CandidateError, FailureKind
+        from shlo_env.execute.runners import CandidateError, FailureKind
 
         if text == self.fail_on:
             raise CandidateError(FailureKind.COMPILE, "does not compile")
         self._busy("compile", self.compile_s)
 
     def time(self, texts, key, timing=None, *a, **k):
-        from shlo_env.runtime import Timing
+        from shlo_env.execute.runtime import Timing
 
         self._busy("time", 0.03)
         return [Timing(1e-3 * (1 + len(t) % 3), 1e-3, None, 3, [1e-3] * 3) for t in texts]

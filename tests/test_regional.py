@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from shlo_env import corpus
-from shlo_env.import_ import lower
-from shlo_env.region import Candidate, Region, RegionResult
+from shlo_env.ir.program import lower
+from shlo_env.measure.region import Candidate, Region, RegionResult
 from shlo_env.search import get_strategy, regional, strategies
-from shlo_env.search.runner import SearchOptions, optimize_program
+from shlo_env.search.program_search import SearchOptions, optimize_program
 
 SCAN = "reduce_window_prefix_to_scan"
 

@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from shlo_env.env import Env
-from shlo_env.hashing import dag_hash
-from shlo_env.import_ import lower
-from shlo_env.numerics import Numerics
+from shlo_env.research.env import Env
+from shlo_env.ir.hashing import dag_hash
+from shlo_env.ir.program import lower
+from shlo_env.measure.numerics import Numerics
 from shlo_env.patterns.base import Match, Pattern
-from shlo_env.replay import EpisodeRecord, read_records, replay, validate
+from shlo_env.research.replay import EpisodeRecord, read_records, replay, validate
 
 
 def low_rank_update(x, W, A, B):
@@ -50,7 +50,7 @@ def record_episode(program, patterns=None, seed=0, max_steps=4) -> EpisodeRecord
 @pytest.fixture(scope="module")
 def gym_records(tmp_path_factory, subgraph_dataset):
     """20 episodes of a random agent through the Gymnasium env, read back from JSONL."""
-    gym_env = pytest.importorskip("shlo_env.gym_env")
+    gym_env = pytest.importorskip("shlo_env.research.gym_env")
     path = tmp_path_factory.mktemp("records") / "episodes.jsonl"
     env = gym_env.RewriteEnv({"programs": subgraph_dataset, "record": str(path), "max_steps": 5})
     finals = []
@@ -123,7 +123,7 @@ def test_validate_catches_a_corrupted_final_program():
     assert not result.equivalent and "mismatch" in result.equivalence.detail
     assert "validation FAILED" in str(result) and "FAIL" in str(result)
     # the same corruption passed in directly
-    from shlo_env.import_ import load
+    from shlo_env.ir.program import load
 
     direct = validate(rec, load(bad_text), isolate=False)
     assert not direct.ok and not direct.equivalent

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from shlo_env.results_db import ResultsDB, config_key, measurement_row
+from shlo_env.measure.results_db import ResultsDB, config_key, measurement_row
 
 ENV = {"env_id": "e1", "hostname": "h", "platform": "cpu", "device_kind": "cpu", "cpu_model": "test cpu",
        "cpu_count": 2, "memory_bytes": 1, "python": "3", "jax": "0.10.2", "jaxlib": "0.10.2", "shlo_env": "0.1.0"}
@@ -114,7 +114,7 @@ WRITER = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {tests!r})
     from test_results_db import ENV, _program, _row
-    from shlo_env.results_db import ResultsDB
+    from shlo_env.measure.results_db import ResultsDB
     db = ResultsDB({path!r})
     db.ensure_environment(ENV)
     i = 0
@@ -157,7 +157,7 @@ def test_concurrent_writers(tmp_path):
         import sys
         sys.path.insert(0, {os.path.dirname(__file__)!r})
         from test_results_db import ENV, _program, _row
-        from shlo_env.results_db import ResultsDB
+        from shlo_env.measure.results_db import ResultsDB
         db = ResultsDB({path!r})
         db.ensure_environment(ENV)
         for i in range(40):

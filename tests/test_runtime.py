@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 import shlo_env as se
-from shlo_env import runtime
-from shlo_env.timing import TimingPolicy
+from shlo_env.execute import runtime
+from shlo_env.measure.timing_policy import TimingPolicy
 
 
 @pytest.fixture(scope="module")

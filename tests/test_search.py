@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 import shlo_env as se
-from shlo_env import runtime
-from shlo_env.hashing import dag_hash
+from shlo_env.execute import runtime
+from shlo_env.ir.hashing import dag_hash
 from shlo_env.patterns.base import resolve
 from shlo_env.search import Evaluator, get_strategy, strategies
 from shlo_env.search.base import (
@@ -31,8 +31,8 @@ from shlo_env.search.beam import pruned
 from shlo_env.search.cost_model import roofline
 from shlo_env.search.mcts import C1, C2, FactorizedMCTS, decayed_budgets, ucb_scores
 from shlo_env.search.passes import candidate_passes, normalize, resolve as resolve_passes, state_key
-from shlo_env.timing import QUICK
-from shlo_env.worker import CandidateError
+from shlo_env.measure.timing_policy import QUICK
+from shlo_env.execute.worker import CandidateError
 
 
 # --- a worker with modelled timings --------------------------------------------------------------

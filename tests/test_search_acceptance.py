@@ -8,13 +8,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shlo_env import examples
-from shlo_env.import_ import lower
-from shlo_env.optimize import Report
+from shlo_env.bench import examples
+from shlo_env.ir.program import lower
+from shlo_env.api.optimize import Report
 from shlo_env.patterns.base import Match, Numerics, Pattern
 from shlo_env.search.evaluator import Evaluator
-from shlo_env.search.runner import SearchOptions, optimize_program
-from shlo_env.worker import Worker
+from shlo_env.search.program_search import SearchOptions, optimize_program
+from shlo_env.execute.worker import Worker
 
 
 class TanhTimesOne(Pattern):
@@ -86,7 +86,7 @@ def test_with_no_time_to_confirm_only_a_best_timed_twice_beyond_noise_is_taken()
     search's own two timings decide, beyond twice the noise, and one timing never does."""
     import types
 
-    from shlo_env.search import runner
+    from shlo_env.search import program_search as runner
 
     def best(ratio, median, confirmed):
         return types.SimpleNamespace(ratio=ratio, median_ratio=median, confirmed=confirmed)
@@ -108,8 +108,8 @@ def test_a_paired_test_cut_by_the_budget_leaves_the_decision_to_the_searchs_two_
     # killed by a 1 s timeout; the search's two timings beyond the noise decide instead
     import types
 
-    from shlo_env.runners import CandidateError
-    from shlo_env.search import runner
+    from shlo_env.execute.runners import CandidateError
+    from shlo_env.search import program_search as runner
 
     class OutOfTime:
         original_key = "original"
@@ -134,7 +134,7 @@ def test_the_final_ratio_is_the_median_of_three_timings(worker, monkeypatch, slo
     (what the bench judges against the profile's medians of three self-timings). One timing that
     says slower (the machine's state changed) does not move it; two of three -> the median
     contradicts the paired test and the original is returned (ratio 1.0)."""
-    from shlo_env.search import runner
+    from shlo_env.search import program_search as runner
 
     real, looks = runner._side_by_side, []
 
@@ -164,8 +164,8 @@ def test_the_final_ratio_is_the_median_of_three_timings(worker, monkeypatch, slo
 def test_a_final_timing_that_fails_keeps_the_ones_taken_before(worker, monkeypatch):
     """The second of the three final timings fails (a timeout): the first is the reported ratio,
     judged as one timing (`final_timings` 1), and the reason says what happened."""
-    from shlo_env.runners import CandidateError
-    from shlo_env.search import runner
+    from shlo_env.execute.runners import CandidateError
+    from shlo_env.search import program_search as runner
 
     real, looks = runner._side_by_side, []
 

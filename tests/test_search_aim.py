@@ -12,8 +12,8 @@ import pytest
 from test_search import ModelWorker, make_ctx
 
 import shlo_env as se
-from shlo_env import xla_options
-from shlo_env.import_ import ir_scope
+from shlo_env.execute import xla_options
+from shlo_env.ir.program import ir_scope
 from shlo_env.search import get_strategy, option_screen, site_heat
 from shlo_env.search.beam import Beam
 from shlo_env.search.mcts import FactorizedMCTS
@@ -224,7 +224,7 @@ def test_no_options_offered_means_no_screen(hot_program):
 
 
 def test_optimize_program_returns_the_screened_option(hot_program):
-    from shlo_env.search.runner import SearchOptions, optimize_program
+    from shlo_env.search.program_search import SearchOptions, optimize_program
 
     worker = ModelWorker(pass_factor={FAST: 0.5})
     options = SearchOptions(patterns=["div_by_power_of_two"], budget_s=60, xla_options=[OTHER, FAST], strategy="beam",

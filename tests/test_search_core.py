@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from shlo_env.decisions import pick_first
-from shlo_env.runners import FailureKind
+from shlo_env.rewrite.decisions import pick_first
+from shlo_env.execute.runners import FailureKind
 from shlo_env.search.base import Dim, pick_first_vector
 from shlo_env.search.evaluator import Measurement, Status
 
@@ -19,7 +19,7 @@ from test_search import make_ctx, multi_program  # noqa: F401  (multi_program is
 
 
 def test_one_pick_first_rule_everywhere():
-    from shlo_env.driver import pick_first as driver_pick_first
+    from shlo_env.rewrite.driver import pick_first as driver_pick_first
     from shlo_env.learn.policy import pick_first_agent
 
     assert pick_first([1, 3, 2, 1]) == [0, 1, 1, 0]
@@ -78,8 +78,8 @@ def test_strategies_keep_their_options_to_themselves(multi_program):
 
 def test_a_search_records_its_peak_memory_for_the_bench_csv(multi_program):
     from shlo_env.bench.report import CSV_COLUMNS, csv_row
-    from shlo_env.runners import InProcess
-    from shlo_env.search.runner import SearchOptions, optimize_program
+    from shlo_env.execute.runners import InProcess
+    from shlo_env.search.program_search import SearchOptions, optimize_program
 
     res = optimize_program(multi_program, SearchOptions(strategy="pick-first", budget_s=4, cost=False,
                                                         xla_options=False), worker=InProcess())

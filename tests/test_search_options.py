@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 import shlo_env as se
-from shlo_env import cache as search_cache
+from shlo_env.api import cache as search_cache
 from shlo_env.bench import SweepOptions
 from shlo_env.bench.options import SEARCH_FIELDS
 from shlo_env.bench import cli as bench_cli
-from shlo_env.noise_model import NoiseModel
-from shlo_env.optimize import DEFAULTS
+from shlo_env.measure.noise_thresholds import NoiseModel
+from shlo_env.api.optimize import DEFAULTS
 from shlo_env.search import options as search_options
 from shlo_env.search.options import SearchOptions, declaration, option_fields, options_from, result_fields
-from shlo_env.timing import TimingPolicy
+from shlo_env.measure.timing_policy import TimingPolicy
 
 # A value other than the default for every field. A new field fails
 # `test_every_field_has_a_sample` until it is added here, and its declaration (changes the
@@ -117,7 +117,7 @@ def _flags(parser: argparse.ArgumentParser) -> dict[str, str]:
 
 
 def test_the_file_cli_has_a_flag_for_every_option_with_one():
-    from shlo_env import optimize_file
+    from shlo_env.api import optimize_file
 
     parser = _parser_with(optimize_file.add_arguments)
     flags = _flags(parser)

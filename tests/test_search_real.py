@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 import shlo_env as se
-from shlo_env import examples, runtime
-from shlo_env.optimize import exported_callable
+from shlo_env.bench import examples
+from shlo_env.execute import runtime
+from shlo_env.api.optimize import exported_callable
 from shlo_env.search import Evaluator
-from shlo_env.worker import Worker
+from shlo_env.execute.worker import Worker
 
 
 def test_disabled_passes_reach_xla():

@@ -7,12 +7,12 @@ import time
 import jax.numpy as jnp
 import numpy as np
 
-from shlo_env.import_ import lower
+from shlo_env.ir.program import lower
 from shlo_env.search import site_heat
 from shlo_env.search.base import SearchContext
 from shlo_env.search.evaluator import Evaluator
-from shlo_env.search.runner import _augment_root, _measure_sites
-from shlo_env.runners import InProcess
+from shlo_env.search.program_search import _augment_root, _measure_sites
+from shlo_env.execute.runners import InProcess
 from test_search_acceptance import TanhTimesOne  # one site per tanh
 
 

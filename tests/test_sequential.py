@@ -1,5 +1,5 @@
-"""The sequential paired acceptance test (shlo_env.sequential) on synthetic run times, and the
-timing driver (shlo_env.paired_timing) on a tiny program."""
+"""The sequential paired acceptance test (shlo_env.measure.sequential_test) on synthetic run times, and the
+timing driver (shlo_env.measure.paired_timing) on a tiny program."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from shlo_env.sequential import (Decision, SequentialRatioTest, block_log_ratios, counterbalanced,
+from shlo_env.measure.sequential_test import (Decision, SequentialRatioTest, block_log_ratios, counterbalanced,
                                  signed_rank_critical, wilcoxon_bounds)
-from shlo_env.sequential import _signed_rank_cdf
+from shlo_env.measure.sequential_test import _signed_rank_cdf
 
 ROUNDS = 8  # rounds per block in the simulations (the driver's typical block)
 
@@ -133,9 +133,9 @@ def tiny():
     """(runner, one matmul, two matmuls) on 128x128 inputs registered as "x"."""
     import jax.numpy as jnp
 
-    from shlo_env import runtime
-    from shlo_env.import_ import lower
-    from shlo_env.runners import InProcess
+    from shlo_env.execute import runtime
+    from shlo_env.ir.program import lower
+    from shlo_env.execute.runners import InProcess
 
     x = np.ones((128, 128), np.float32)
     one = lower(lambda x, w: jnp.tanh(x @ w), x, x)
@@ -146,7 +146,7 @@ def tiny():
 
 
 def test_driver_accepts_a_clearly_faster_program_and_rejects_a_slower_one(tiny):
-    from shlo_env.paired_timing import time_until_decided
+    from shlo_env.measure.paired_timing import time_until_decided
 
     runner, one, two = tiny
     faster = time_until_decided(runner, two, one, "x", allowance_s=10.0)
@@ -157,7 +157,7 @@ def test_driver_accepts_a_clearly_faster_program_and_rejects_a_slower_one(tiny):
 
 
 def test_driver_does_not_accept_a_program_against_its_own_copy(tiny):
-    from shlo_env.paired_timing import time_until_decided
+    from shlo_env.measure.paired_timing import time_until_decided
 
     runner, one, _ = tiny
     copy = one.text() + "\n// a separately compiled copy\n"
@@ -168,7 +168,7 @@ def test_driver_does_not_accept_a_program_against_its_own_copy(tiny):
 
 
 def test_driver_refuses_a_bad_allowance(tiny):
-    from shlo_env.paired_timing import time_until_decided
+    from shlo_env.measure.paired_timing import time_until_decided
 
     runner, one, _ = tiny
     with pytest.raises(ValueError):

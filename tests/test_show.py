@@ -6,8 +6,10 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from shlo_env import cli, driver, show
-from shlo_env.import_ import lower, save
+from shlo_env import cli
+from shlo_env.rewrite import driver
+from shlo_env.research import show
+from shlo_env.ir.program import lower, save
 
 
 def qkv(x, Wq, Wk, Wv):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_worker import HANG  # an endless while loop
 
-from shlo_env.worker import TEST_DELAY_VAR
+from shlo_env.execute.worker import TEST_DELAY_VAR
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="finds processes in /proc")
 
@@ -49,7 +49,7 @@ time.sleep(600)
 BUSY_IN_XLA = f"""
 import sys, threading
 import numpy as np
-from shlo_env.worker import Worker
+from shlo_env.execute.worker import Worker
 def go():
     w = Worker(timeout_s=300)
     w.set_inputs("a", [np.ones(2, np.float32)])
@@ -73,7 +73,7 @@ def workers_of(caller: int) -> list[int]:
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(a.endswith(b"shlo_env/_worker_main.py") for a in argv) and str(caller).encode() in argv:
+        if any(a.endswith(b"shlo_env/execute/_worker_main.py") for a in argv) and str(caller).encode() in argv:
             found.append(int(entry))
     return found
 
@@ -178,8 +178,8 @@ def test_a_worker_busy_in_xla_dies_with_its_killed_caller(tmp_path, thread):
 
 
 def test_an_interrupted_write_leaves_the_output_as_it_was(tmp_path, monkeypatch):
-    from shlo_env.import_ import load
-    from shlo_env.optimize_file import write_program
+    from shlo_env.ir.program import load
+    from shlo_env.api.optimize_file import write_program
 
     out = tmp_path / "out.mlir"
     out.write_text("the previous run's module")

@@ -14,9 +14,9 @@ from test_search import ModelWorker, make_ctx
 
 import shlo_env as se
 from shlo_env.bench.report import SweepResult, markdown_report
-from shlo_env.runners import CandidateError
-from shlo_env.results_db import ResultsDB, measurement_row
-from shlo_env.search.runner import ProgramResult, _decide
+from shlo_env.execute.runners import CandidateError
+from shlo_env.measure.results_db import ResultsDB, measurement_row
+from shlo_env.search.program_search import ProgramResult, _decide
 
 
 def chain(A, B, v):
@@ -77,7 +77,7 @@ def test_a_candidate_whose_verification_hit_the_deadline_counts_until_verified()
     worker = DeadlineDuringVerification()
     ev = ctx.evaluator
     worker.evaluator, worker.original = ev, ev.baseline_text
-    ev.verifier.originals()  # decides the input sets (shlo_env.verify) before the runner changes
+    ev.verifier.originals()  # decides the input sets (shlo_env.measure.verify) before the runner changes
     ev.worker = ev.verifier.runner = worker
     for key, arrays in zip(ev.verifier.keys, ev.verifier.sets):
         worker.set_inputs(key, arrays)

@@ -1,11 +1,11 @@
-"""shlo_env.verify: the checks the evaluator and Env share, run in-process here."""
+"""shlo_env.measure.verify: the checks the evaluator and Env share, run in-process here."""
 
 import numpy as np
 
 import shlo_env as se
-from shlo_env.numerics import Numerics
-from shlo_env.runners import InProcess
-from shlo_env.verify import Verifier, escalate
+from shlo_env.measure.numerics import Numerics
+from shlo_env.execute.runners import InProcess
+from shlo_env.measure.verify import Verifier, escalate
 
 
 def _programs():
@@ -54,7 +54,7 @@ def test_env_is_equivalent_goes_through_its_verifier():
 def test_input_sets_scale_with_the_budget_and_the_program_size():
     import jax
 
-    from shlo_env.verify import MEMORY_CAP, MEMORY_FLOOR, memory_allowance, random_sets_within, set_bytes
+    from shlo_env.measure.verify import MEMORY_CAP, MEMORY_FLOOR, memory_allowance, random_sets_within, set_bytes
 
     assert memory_allowance(1.0) == MEMORY_FLOOR and memory_allowance(1e6) == MEMORY_CAP
     assert memory_allowance(8.0) < memory_allowance(30.0) <= memory_allowance(60.0)
@@ -79,7 +79,7 @@ def test_a_released_verifier_frees_its_sets_in_the_runner():
 
 
 def test_peak_memory_is_read_and_reset():
-    from shlo_env import memory
+    from shlo_env.measure import memory
 
     before = memory.peak_bytes()
     assert before is not None and before > 0
@@ -94,7 +94,7 @@ def test_peak_memory_is_read_and_reset():
 def test_prefetched_references_equal_the_ones_computed_on_demand():
     """`prefetch_references` computes on a thread what `references()` would; requests from the
     caller's thread meanwhile take turns with it on one worker (their answers do not mix)."""
-    from shlo_env.worker import Worker
+    from shlo_env.execute.worker import Worker
 
     original, same, _ = _programs()
     with Worker(60.0) as w:
@@ -114,7 +114,7 @@ def test_prefetched_references_equal_the_ones_computed_on_demand():
 def test_a_failed_prefetch_is_met_again_in_the_callers_thread():
     import pytest
 
-    from shlo_env.runners import CandidateError, FailureKind
+    from shlo_env.execute.runners import CandidateError, FailureKind
 
     class FailingReferences(InProcess):
         def reference(self, *args, **kwargs):

@@ -1,15 +1,15 @@
-"""Random input sets on which the original overflows are redrawn rescaled (shlo_env.verify)."""
+"""Random input sets on which the original overflows are redrawn rescaled (shlo_env.measure.verify)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import shlo_env as se
-from shlo_env import runtime
-from shlo_env.numerics import SENSITIVITY_ULPS, Numerics
-from shlo_env.runners import InProcess
+from shlo_env.execute import runtime
+from shlo_env.measure.numerics import SENSITIVITY_ULPS, Numerics
+from shlo_env.execute.runners import InProcess
 from shlo_env.search.evaluator import Evaluator
-from shlo_env.verify import NOTHING_TO_COMPARE, REDRAWS, Verifier, all_finite, escalate, informative
+from shlo_env.measure.verify import NOTHING_TO_COMPARE, REDRAWS, Verifier, all_finite, escalate, informative
 
 SPEC = jax.ShapeDtypeStruct((64,), jnp.float32)
 
@@ -98,11 +98,11 @@ def test_cache_check_redraws_its_set_where_the_original_overflows():
     import time
     import warnings
 
-    from shlo_env import cache as search_cache
+    from shlo_env.api import cache as search_cache
     import importlib
 
-    opt = importlib.import_module("shlo_env.optimize")  # the module; shlo_env.optimize is the function
-    from shlo_env.hashing import dag_hash
+    opt = importlib.import_module("shlo_env.api.optimize")  # the module; shlo_env.optimize is the function
+    from shlo_env.ir.hashing import dag_hash
 
     x = np.zeros((64,), np.float32)
     original, candidate = se.lower(_overflowing, x), se.lower(_reassociated, x)
@@ -218,7 +218,7 @@ def test_a_program_nan_everywhere_whatever_the_draw_verifies_nothing():
     assert not cmp.ok and cmp.detail == NOTHING_TO_COMPARE
 
     from shlo_env.search.options import SearchOptions
-    from shlo_env.search.runner import optimize_program
+    from shlo_env.search.program_search import optimize_program
 
     res = optimize_program(original, SearchOptions(strategy="greedy", budget_s=20))
     assert res.returned_original and NOTHING_TO_COMPARE in res.reason, res.reason

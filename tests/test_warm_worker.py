@@ -1,4 +1,4 @@
-"""What a later search reuses: the process's warm worker (`shlo_env.worker.shared`) and the
+"""What a later search reuses: the process's warm worker (`shlo_env.execute.worker.shared`) and the
 runner's remembered float64 references. Counted, not timed."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import threading
 
 import numpy as np
 
-from shlo_env import runtime
-from shlo_env.import_ import lower
-from shlo_env.runners import InProcess
-from shlo_env.worker import Worker, shared
+from shlo_env.execute import runtime
+from shlo_env.ir.program import lower
+from shlo_env.execute.runners import InProcess
+from shlo_env.execute.worker import Worker, shared
 
 
 def test_the_shared_worker_is_one_per_process_and_a_busy_one_is_not_shared():
@@ -26,7 +26,7 @@ def test_the_shared_worker_is_one_per_process_and_a_busy_one_is_not_shared():
 
 
 def test_the_shared_worker_is_let_go_once_its_input_sets_are_large(monkeypatch):
-    import shlo_env.worker as worker_module
+    import shlo_env.execute.worker as worker_module
 
     monkeypatch.setattr(worker_module, "SHARED_INPUT_BYTES", 1000)
     worker_module._close_shared()  # earlier tests' input sets would already pass 1000 bytes

@@ -4,8 +4,8 @@ import time
 import numpy as np
 import pytest
 
-from shlo_env.timing import TimingPolicy
-from shlo_env.worker import CandidateError, Worker
+from shlo_env.measure.timing_policy import TimingPolicy
+from shlo_env.execute.worker import CandidateError, Worker
 
 IDENTITY = """
 func.func public @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {
@@ -81,8 +81,8 @@ def test_unknown_input_set_is_a_clear_error(worker):
 def test_worker_inprocess_and_locked_worker_implement_the_runner_protocol():
     import contextlib
 
-    from shlo_env.runners import FailureKind, InProcess, Runner
-    from shlo_env.search.runner import LockedWorker
+    from shlo_env.execute.runners import FailureKind, InProcess, Runner
+    from shlo_env.search.program_search import LockedWorker
 
     w = Worker(timeout_s=5)  # not started: only its interface is checked
     for runner in (w, InProcess(), LockedWorker(w, contextlib.nullcontext())):
@@ -93,7 +93,7 @@ def test_worker_inprocess_and_locked_worker_implement_the_runner_protocol():
 
 
 def test_inprocess_answers_like_the_worker(worker):
-    from shlo_env.runners import InProcess
+    from shlo_env.execute.runners import InProcess
 
     local = InProcess()
     local.set_inputs("a", [np.array([1.0, 2.0], np.float32)])
@@ -107,7 +107,7 @@ def test_inprocess_answers_like_the_worker(worker):
 def test_shlo_env_timeout_s_is_honoured_wherever_a_worker_is_started(monkeypatch):
     import shlo_env as se
     from shlo_env.search.evaluator import Evaluator
-    from shlo_env.search.runner import SearchOptions, optimize_program
+    from shlo_env.search.program_search import SearchOptions, optimize_program
 
     monkeypatch.setenv("SHLO_ENV_TIMEOUT_S", "7")
     started = []
@@ -137,7 +137,7 @@ def test_ctrl_c_during_a_request_stops_the_worker_promptly(monkeypatch):
     import os
     import signal
 
-    from shlo_env.worker import TEST_DELAY_VAR
+    from shlo_env.execute.worker import TEST_DELAY_VAR
 
     monkeypatch.setenv(TEST_DELAY_VAR, "30")  # every request sleeps 30 s in the child
     # Python's own SIGINT handler, even where the test runner inherited SIGINT ignored (a `cmd &`
@@ -207,7 +207,7 @@ def test_messages_carry_arrays_out_of_band_and_whole():
 
     import ml_dtypes
 
-    from shlo_env.worker import recv_message, send_message
+    from shlo_env.execute.worker import recv_message, send_message
 
     a, b = socket.socketpair()
     left, right = Connection(a.detach()), Connection(b.detach())

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 import shlo_env as se
-from shlo_env import runtime, xla_options
-from shlo_env.numerics import Numerics, verify
-from shlo_env.optimize import exported_callable
+from shlo_env.execute import runtime, xla_options
+from shlo_env.measure.numerics import Numerics, verify
+from shlo_env.api.optimize import exported_callable
 from shlo_env.search import Evaluator
 from shlo_env.search.passes import normalize
-from shlo_env.worker import Worker
+from shlo_env.execute.worker import Worker
 
 
 def layer(x, w, b):
@@ -103,7 +103,7 @@ def test_exported_callable_compiles_with_the_chosen_options(program):
 # --- typed actions (issue 29 item 2) -------------------------------------------------------------
 
 def test_typed_actions_parse_and_write_their_tokens():
-    from shlo_env.xla_options import DisablePass, SetOption
+    from shlo_env.execute.xla_options import DisablePass, SetOption
 
     assert xla_options.parse("fusion") == DisablePass("fusion")
     assert xla_options.parse("xla_cpu_use_onednn=true") == SetOption("xla_cpu_use_onednn", True)
@@ -122,8 +122,8 @@ def test_a_cache_entry_of_string_actions_still_loads(tmp_path):
     """Entries written before actions were typed held a `disabled_passes` list of strings."""
     import json
 
-    from shlo_env import cache as search_cache
-    from shlo_env.xla_options import DisablePass, SetOption
+    from shlo_env.api import cache as search_cache
+    from shlo_env.execute.xla_options import DisablePass, SetOption
 
     old = {"key": {"k": 1}, "name": "f", "program": None, "numerics": "REASSOCIATE",
            "disabled_passes": ["fusion", "xla_cpu_use_onednn=true"], "format": search_cache.FORMAT,

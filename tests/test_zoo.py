@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shlo_env import corpus, runtime, zoo
+from shlo_env import corpus, zoo
+from shlo_env.execute import runtime
 from shlo_env.corpus import CorpusError
-from shlo_env.hashing import dag_hash
-from shlo_env.worker import Worker
+from shlo_env.ir.hashing import dag_hash
+from shlo_env.execute.worker import Worker
 
 LIBRARIES = {"transformers", "flax.linen", "flax.nnx", "haiku", "equinox", "jraph", "keras"}
 
@@ -110,7 +111,7 @@ def test_oracle_actions_and_table(tmp_path):
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
     import oracle
 
-    from shlo_env import driver
+    from shlo_env.rewrite import driver
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -5,18 +5,18 @@
     shlo-env bench --dataset path/to/my_mlir_dir --executor ray --workers 4
     shlo-env bench --noise-profile                   # re-measure this machine's noise first
 
-For every program of every dataset and every strategy, `shlo_env.search.runner.optimize_program` runs
+For every program of every dataset and every strategy, `shlo_env.search.program_search.optimize_program` runs
 (noise, search with verification of every candidate, confirmation, a final independent
-measurement) on an executor (`shlo_env.executors`: local processes by default, or Ray), and the
-result goes to the results database (`shlo_env.results_db`, default `./results/shlo_env.sqlite`)
+measurement) on an executor (`shlo_env.bench.executors`: local processes by default, or Ray), and the
+result goes to the results database (`shlo_env.measure.results_db`, default `./results/shlo_env.sqlite`)
 in one transaction. A sweep that is interrupted (Ctrl-C, `kill -9`, a reboot) resumes when run
 again with the same options: finished measurements are read from the database, not redone.
 
 The table, per dataset and strategy, in the form of the HloEnv paper's Table 2: the runtime
 ratio of the returned program against the original compiled by XLA (= `jax.jit`), measured side
 by side: average, max, min, geomean; % faster and % slower by the machine's noise-profile
-thresholds (`shlo_env.noise`); % identical to XLA's input (the returned program has the
-original's DAG hash); and the roofline column (`shlo_env.roofline`): the returned program's time
+thresholds (`shlo_env.bench.noise_profile`); % identical to XLA's input (the returned program has the
+original's DAG hash); and the roofline column (`shlo_env.measure.roofline`): the returned program's time
 over the `cost_analysis` floor, geomean. Reports: Markdown, CSV (per program and summary) and
 a PNG of the ratio distributions (matplotlib, an optional extra) in `--out`.
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from shlo_env.import_ import Program
+    from shlo_env.ir.program import Program
 
 
 @dataclasses.dataclass
@@ -47,7 +47,7 @@ def _sample(items: list, limit: int | None, seed: int) -> list:
 
 
 def _info(program, name: str, metadata: dict) -> dict:
-    from shlo_env.hashing import dag_hash
+    from shlo_env.ir.hashing import dag_hash
 
     spec = lambda s: {"shape": list(s.shape), "dtype": str(s.dtype)}  # noqa: E731
     return {"hash": dag_hash(program), "name": name, "ops": program.num_ops(),
@@ -59,8 +59,10 @@ def _info(program, name: str, metadata: dict) -> dict:
 def load_items(dataset: str, limit: int | None = None, seed: int = 0, examples_only: Sequence[str] | None = None,
                progress: bool = False, log=sys.stderr) -> list[Item]:
     """The programs of a dataset (a seeded sample of `limit` of them), loaded and hashed."""
-    from shlo_env import corpus, examples, runtime
-    from shlo_env.import_ import lower
+    from shlo_env import corpus
+    from shlo_env.bench import examples
+    from shlo_env.execute import runtime
+    from shlo_env.ir.program import lower
 
     label = dataset_label(dataset)
     out: list[Item] = []
@@ -68,7 +70,7 @@ def load_items(dataset: str, limit: int | None = None, seed: int = 0, examples_o
         for ex in _sample(examples.suite(list(examples_only) if examples_only is not None else None), limit, seed):
             p = lower(ex.fn, *ex.args(seed), name=ex.name)
             out.append(Item(label, f"examples/{ex.name}", ex.name, p,
-                            _info(p, ex.name, {"description": ex.description, "library": "shlo_env.examples"})))
+                            _info(p, ex.name, {"description": ex.description, "library": "shlo_env.bench.examples"})))
         return out
     entries = _sample(corpus.entries(dataset), limit, seed)
     skipped = []

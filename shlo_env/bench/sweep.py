@@ -15,10 +15,10 @@ from shlo_env.bench.datasets import Item, dataset_label, load_items, short_label
 from shlo_env.bench.options import DEFAULT_STRATEGY, QUICK_SUITE, BenchError, SweepOptions
 from shlo_env.bench.report import SweepResult, summarize, write_reports
 from shlo_env.search.options import SearchOptions
-from shlo_env.timing import FINAL_TIMINGS
+from shlo_env.measure.timing_policy import FINAL_TIMINGS
 
 if TYPE_CHECKING:
-    from shlo_env.executors import Task
+    from shlo_env.bench.executors import Task
 
 # measured before a sweep when the DB has no profile; programs of >= 0.1 ms (the corpus and the
 # zoo, whose per-runtime thresholds the bench's verdicts use) get more self-timings
@@ -39,9 +39,10 @@ def sweep(datasets: Sequence[str] = QUICK_SUITE, strategies: Sequence[str] = (DE
     """Run (or resume) a sweep and write its reports; see `shlo_env.bench`. Raises BenchError
     for an unknown strategy, before anything is measured."""
     o = options or SweepOptions()
-    from shlo_env import noise, roofline
-    from shlo_env.executors import DeviceLock
-    from shlo_env.results_db import DEFAULT_PATH, ResultsDB, config_key, environment
+    from shlo_env.bench import noise_profile as noise
+    from shlo_env.measure import roofline
+    from shlo_env.bench.executors import DeviceLock
+    from shlo_env.measure.results_db import DEFAULT_PATH, ResultsDB, config_key, environment
     from shlo_env.search import strategies as known_strategies
 
     t0 = time.perf_counter()
@@ -118,8 +119,8 @@ def _noise_profile(db, env_id: str, o: SweepOptions, measuring: bool, log: TextI
     none, when `o.noise_profile` asks, or when the latest is older than `o.noise_max_age_h` and
     the sweep has something to measure, a new one (a machine's noise changes within minutes:
     docs/bench.md, "The noise profile")."""
-    from shlo_env import noise
-    from shlo_env.executors import DeviceLock
+    from shlo_env.bench import noise_profile as noise
+    from shlo_env.bench.executors import DeviceLock
 
     profile = None if o.noise_profile else db.noise_profile(env_id)
     why = ""
@@ -170,7 +171,7 @@ class _Plan:
 def _optimize_one(task: Task, worker, device_lock) -> dict:
     """The sweep's one call to the program-level search (an executor runs it, in any process):
     the result record of `optimize_program` for one (program, strategy)."""
-    from shlo_env.search.runner import optimize_program
+    from shlo_env.search.program_search import optimize_program
 
     options = task.options.with_(strategy=task.strategy, name=task.name)
     res = optimize_program(task.program, options, worker=worker, device_lock=device_lock)
@@ -181,8 +182,8 @@ def _run(db, todo: list[tuple[Item, str]], o: SweepOptions, plan: _Plan, sweep_i
     """Measure `todo` on the executor, storing each result in `db` as it arrives."""
     from tqdm import tqdm
 
-    from shlo_env.executors import Task, make_executor
-    from shlo_env.results_db import measurement_row
+    from shlo_env.bench.executors import Task, make_executor
+    from shlo_env.measure.results_db import measurement_row
 
     tasks, by_index = [], {}
     configs, keys, profile = plan.configs, plan.keys, plan.profile

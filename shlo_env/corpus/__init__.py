@@ -27,7 +27,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from shlo_env.import_ import BYTECODE_MAGIC, Program, parse_module, program_from_module
+from shlo_env.ir.program import BYTECODE_MAGIC, Program, parse_module, program_from_module
 
 DATA = Path(__file__).parent / "data"
 CORPUS = "corpus"

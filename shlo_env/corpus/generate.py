@@ -6,7 +6,7 @@
     python -m shlo_env.corpus.generate --only corpus --programs linen_mlp_train gp_posterior
 
 The corpus step imports the model code in `shlo_env/corpus/programs/` (which needs the optional
-extra: `pip install shlo_env[corpus]`), lowers each program with `shlo_env.import_.lower`, checks
+extra: `pip install shlo_env[corpus]`), lowers each program with `shlo_env.ir.program.lower`, checks
 in a worker process that it compiles and runs on random inputs, times it, and writes
 `data/corpus/<name>.mlir.xz` (StableHLO text, xz-compressed) and `data/corpus/index.json`.
 StableHLO text is stored rather than bytecode so that the data stays readable by newer jaxlib
@@ -36,12 +36,13 @@ from importlib import metadata as importlib_metadata
 import numpy as np
 from jaxlib.mlir import ir
 
-from shlo_env import _jax_compat, runtime
+from shlo_env import _jax_compat
+from shlo_env.execute import runtime
 from shlo_env.corpus import CORPUS, DATA, SUBGRAPH_DATASETS, cache_clear
-from shlo_env.hashing import dag_hash
-from shlo_env.import_ import Program
-from shlo_env.timing import QUICK, default_timeout
-from shlo_env.worker import CandidateError, Worker
+from shlo_env.ir.hashing import dag_hash
+from shlo_env.ir.program import Program
+from shlo_env.measure.timing_policy import QUICK, default_timeout
+from shlo_env.execute.worker import CandidateError, Worker
 
 TARGETS = {"inst-10-20": 1150, "inst-20-40": 380}  # candidates to validate; >= 1000 / 300 must survive
 INPUT_SEED = 0
@@ -117,7 +118,7 @@ def generate_dataset(dataset: str, specs: dict, out_dir, names: list[str] | None
     in a worker and time it, write it xz-compressed to `out_dir` and index it with the common
     metadata plus `describe(spec, built, program)`. A program that fails is reported in the
     index's failures, and the others go on."""
-    from shlo_env.import_ import lower
+    from shlo_env.ir.program import lower
 
     unknown = set(names or ()) - set(specs)
     if unknown:

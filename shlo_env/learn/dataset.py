@@ -4,7 +4,7 @@
     shlo-env dataset export --out data/learned-v6
     from shlo_env.learn import dataset
     ds = dataset.load("data/learned-v6", "train")   # a Split
-    g = ds.graph(0)                                  # shlo_env.observe.Graph of program 0 (augmented)
+    g = ds.graph(0)                                  # shlo_env.learn.observe.Graph of program 0 (augmented)
     ds.candidates(0)                                 # its rows: decisions, ratio, group, tier, flops, bytes, exe
 
 Building: each source program is augmented once (default patterns, dry mode); a pool of its
@@ -106,7 +106,7 @@ def interleave_sources(entries: Sequence) -> list:
 
 
 def _row_key(config: dict, decisions: Sequence[int]) -> str:
-    from shlo_env.results_db import config_key
+    from shlo_env.measure.results_db import config_key
 
     return config_key({**config, "decisions": list(decisions)})
 
@@ -129,12 +129,13 @@ def build(*, datasets: Sequence[str] = ("inst-10-20",), db_path: str | os.PathLi
     whose executable differs from the original's first); each verified vector is one row, at
     most `ties` + 1 per group (the exact ties). The original is also timed against itself
     `rounds` times: the program's noise (`noise_of`)."""
-    from shlo_env import corpus, driver
-    from shlo_env.hashing import dag_hash
-    from shlo_env.results_db import ResultsDB, _j, environment, now_iso
+    from shlo_env import corpus
+    from shlo_env.rewrite import driver
+    from shlo_env.ir.hashing import dag_hash
+    from shlo_env.measure.results_db import ResultsDB, _j, environment, now_iso
     from shlo_env.search.evaluator import Evaluator
-    from shlo_env.timing import SEARCH
-    from shlo_env.worker import Worker
+    from shlo_env.measure.timing_policy import SEARCH
+    from shlo_env.execute.worker import Worker
 
     if max_programs < 1 or rounds < 1 or pool < 1 or skip_programs < 0:
         raise DatasetError(f"max_programs, rounds and pool must be >= 1 and skip_programs >= 0, got "
@@ -250,7 +251,7 @@ def _program_info(program, info: dict) -> dict:
 
 
 def _row(ds, entry, h, config, vec, env, res, cost, cost_o, status, error, num_alts, started, finished) -> dict:
-    from shlo_env.results_db import _j, _num
+    from shlo_env.measure.results_db import _j, _num
 
     return {
         "dataset": ds, "uri": entry.uri, "program_hash": h, "name": entry.name,
@@ -277,7 +278,9 @@ TIERS = ("EXACT", "REASSOCIATE", "APPROX")
 
 def program_graph(uri: str):
     """The augmented program of a dataset row and its observation (default patterns, one step)."""
-    from shlo_env import corpus, driver, observe
+    from shlo_env import corpus
+    from shlo_env.rewrite import driver
+    from shlo_env.learn import observe
 
     augmented = driver.augment(corpus.load(uri))
     return augmented, observe.graph(augmented)
@@ -287,8 +290,8 @@ def export(out_dir: str | os.PathLike, *, db_path: str | os.PathLike = "results/
            fractions: Sequence[float] = DEFAULT_FRACTIONS, env_id: str | None = None) -> dict:
     """Write `<split>.npz` + `<split>.json` for each split from the database's dataset rows;
     returns {split: {"programs", "candidates"}}. Only verified, timed rows are exported."""
-    from shlo_env.observe import live_nodes
-    from shlo_env.results_db import ResultsDB
+    from shlo_env.learn.observe import live_nodes
+    from shlo_env.measure.results_db import ResultsDB
 
     with ResultsDB(db_path) as db:
         rows = db.measurements(env_id=env_id, strategies=[STRATEGY], status="ok")
@@ -400,7 +403,7 @@ def _exe(features) -> np.ndarray:
 
 def _stack(a: dict[str, list]) -> dict[str, Any]:
     cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)  # noqa: E731
-    from shlo_env.observe import NODE_FEATURES
+    from shlo_env.learn.observe import NODE_FEATURES
     return {
         "node_features": (np.concatenate(a["node_features"]) if a["node_features"]
                           else np.zeros((0, len(NODE_FEATURES)), np.float32)).astype(np.float32),
@@ -502,7 +505,7 @@ def add_executable_features(src: str | os.PathLike, out_dir: str | os.PathLike, 
     other alternatives than at its build is left out (its vectors mean something else), and so
     is one whose group 0 no longer compiles to the original's executable, or whose candidates
     fail to compile. For exports built before format 4; nothing is timed."""
-    from shlo_env.worker import Worker
+    from shlo_env.execute.worker import Worker
 
     out = Path(out_dir)
     summary: dict[str, Any] = {}
@@ -529,8 +532,9 @@ def add_executable_features(src: str | os.PathLike, out_dir: str | os.PathLike, 
 
 def _compile_features(worker, prog: dict, c: dict) -> tuple[str, Any, Any]:
     """(reason to leave the program out or "", original's features, (C, F) candidates' features)."""
-    from shlo_env import corpus, driver
-    from shlo_env.runners import CandidateError
+    from shlo_env import corpus
+    from shlo_env.rewrite import driver
+    from shlo_env.execute.runners import CandidateError
 
     try:
         program = corpus.load(prog["uri"])
@@ -594,7 +598,7 @@ class Split:
                 "exe": a["cand_exe"][idx] if "cand_exe" in a else np.full((len(idx), len(hlo_features.FEATURES)), np.nan)}
 
     def graph(self, p: int):
-        """The `shlo_env.observe.Graph` of program p's augmented program (recomputed from its URI)."""
+        """The `shlo_env.learn.observe.Graph` of program p's augmented program (recomputed from its URI)."""
         _, g = program_graph(self.programs[p]["uri"])
         if g.num_alternatives != self.programs[p]["num_alternatives"]:
             raise DatasetError(f"{self.programs[p]['uri']}: the patterns now give {g.num_alternatives} "

@@ -1,6 +1,6 @@
 """A small graph network that scores candidates of one program (plain JAX, no flax/optax).
 
-The input is the *augmented* program's graph (`shlo_env.observe`) and one decision vector,
+The input is the *augmented* program's graph (`shlo_env.learn.observe`) and one decision vector,
 given as the mask of nodes that vector keeps live (`observe.live_nodes`): every candidate of a
 program shares the graph, only the mask differs, so the alternative structure is seen directly.
 
@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from shlo_env.observe import NODE_FEATURES, OP_VOCAB
+from shlo_env.learn.observe import NODE_FEATURES, OP_VOCAB
 
 HIDDEN = 16
 LAYERS = 2
@@ -385,7 +385,7 @@ def predicted_scores(g, vectors, model_state: tuple | None = None, corrected: bo
     each rewrite decision vector; `model_state` = `load(...)`, default the shipped weights.
     `corrected=False`: the readout's analytic part alone (the bytes roofline the correction
     starts from, the model's prior)."""
-    from shlo_env.observe import live_nodes
+    from shlo_env.learn.observe import live_nodes
 
     global _SHIPPED
     if model_state is None:

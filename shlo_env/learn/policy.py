@@ -55,7 +55,7 @@ def random_agent(env, obs, info) -> np.ndarray:
 
 def pick_first_agent(env, obs, info) -> np.ndarray:
     """The HloEnv paper's pick-first: choice 1 wherever an alternatives op has one."""
-    from shlo_env.decisions import pick_first
+    from shlo_env.rewrite.decisions import pick_first
 
     return np.asarray(pick_first(np.asarray(info["action_mask"]).sum(axis=1)), np.int64)
 
@@ -63,7 +63,7 @@ def pick_first_agent(env, obs, info) -> np.ndarray:
 def step_inputs(env, obs, info) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(labels (A, C) int32 buckets, op features (A, FEATURES) float32, mask (A, C) bool) of the
     current state: A alternatives rows and C choices of the env's action space."""
-    from shlo_env.observe import NODE_FEATURES
+    from shlo_env.learn.observe import NODE_FEATURES
 
     mask = np.asarray(info["action_mask"], bool)
     rows, choices = mask.shape
@@ -230,7 +230,7 @@ def experiment(*, programs: str = "inst-10-20", reward: str = "cost_model", trai
                eval_programs: int = 20, updates: int = 30, episodes_per_update: int = 8, seeds: Sequence[int] = (0,),
                eval_seeds: Sequence[int] = (0, 1), max_steps: int = 4, log=print) -> dict:
     """Train one policy per seed and evaluate each, pick-first and random on held-out programs."""
-    from shlo_env.gym_env import RewriteEnv
+    from shlo_env.research.gym_env import RewriteEnv
 
     env = RewriteEnv({"programs": programs, "reward": reward, "max_steps": max_steps, "isolate": False})
     train_idx, eval_idx = split_programs(env.sources, train_programs, eval_programs)

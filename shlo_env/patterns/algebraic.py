@@ -14,7 +14,7 @@ from jaxlib.mlir import ir
 
 from shlo_env.patterns.base import Match, Numerics, Pattern, register
 from shlo_env.patterns.matching import COMMUTATIVE, SPLAT_SOURCES, commuted, producer, splat_value
-from shlo_env.tensor_types import dtype_of, is_float, is_integer
+from shlo_env.ir.tensor_types import dtype_of, is_float, is_integer
 
 
 def _is_neg_zero(v) -> bool:

@@ -32,7 +32,7 @@ import re
 from collections.abc import Collection
 from typing import Any, ClassVar
 
-from shlo_env.numerics import Numerics
+from shlo_env.measure.numerics import Numerics
 
 __all__ = ["Pattern", "Match", "Numerics", "register", "all_patterns", "default_patterns", "get", "resolve"]
 

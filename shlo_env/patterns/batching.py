@@ -19,14 +19,14 @@ import math
 
 from jaxlib.mlir import ir
 
-from shlo_env.ir import attribute_items
+from shlo_env.ir.ops import attribute_items
 from shlo_env.patterns import match_cache as mc
 from shlo_env.patterns.base import Match, Numerics, Pattern, register
 from shlo_env.patterns.matching import (
     ELEMENTWISE, Scalar, ancestors_since, dot_dims, is_elementwise, operand_ancestors_since,
     producer, related_ops, scalar_operand, single_use, splat_value, static_shape,
 )
-from shlo_env.tensor_types import element_type_of, tensor_type
+from shlo_env.ir.tensor_types import element_type_of, tensor_type
 
 #: Most copies batched into one op, and most ops of one chain.
 MAX_BATCH = 32

@@ -15,7 +15,7 @@ from jaxlib.mlir.dialects import stablehlo
 
 from shlo_env.patterns.base import Match, Numerics, Pattern, register
 from shlo_env.patterns.matching import attr_int, i64s, producer, static_shape
-from shlo_env.tensor_types import element_type_of, is_float, shape_of
+from shlo_env.ir.tensor_types import element_type_of, is_float, shape_of
 
 
 def _conv_window(op, spatial: int) -> dict | None:

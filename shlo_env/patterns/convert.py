@@ -13,7 +13,7 @@ import numpy as np
 
 from shlo_env.patterns.base import Match, Pattern, register
 from shlo_env.patterns.matching import DATA_MOVEMENT, producer, single_use
-from shlo_env.tensor_types import dtype_of, element_type_of
+from shlo_env.ir.tensor_types import dtype_of, element_type_of
 
 
 def _finfo(dt):

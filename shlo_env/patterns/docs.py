@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from shlo_env.numerics import Numerics
+from shlo_env.measure.numerics import Numerics
 from shlo_env.patterns.base import all_patterns
 
 FAMILY_TITLES = {

@@ -16,7 +16,7 @@ from shlo_env.patterns.matching import (
     DotDims, broadcast_dims, commuted, concat_dim, dot_dims, i64s, matmul_flops, matmul_operands,
     permutation, producer, scalar_operand, single_use, splat_value,
 )
-from shlo_env.tensor_types import element_type_of, is_float, shape_of
+from shlo_env.ir.tensor_types import element_type_of, is_float, shape_of
 
 
 def _mm_flops(a_shape, b_shape) -> int:

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from shlo_env.ir import as_operation, is_pure
-from shlo_env.numerics import Numerics
+from shlo_env.ir.ops import as_operation, is_pure
+from shlo_env.measure.numerics import Numerics
 from shlo_env.patterns import match_cache as mc
 from shlo_env.patterns.base import Match, Pattern, register
 from shlo_env.patterns.matching import (
     ELEMENTWISE, attr_strings, captured_values, depends_on, is_elementwise, related_ops, scalar_operand,
     static_shape,
 )
-from shlo_env.tensor_types import is_integer, shape_of
+from shlo_env.ir.tensor_types import is_integer, shape_of
 
 #: Ops worth materializing once rather than recomputing in every consumer's fusion.
 _EXPENSIVE = tuple(sorted("stablehlo." + n for n in """

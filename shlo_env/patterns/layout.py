@@ -28,13 +28,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from shlo_env.ir import is_complex
+from shlo_env.ir.ops import is_complex
 from shlo_env.patterns.base import Match, Numerics, Pattern, register
 from shlo_env.patterns.matching import (
     ELEMENTWISE, broadcast_dims, concat_dim, hoist_match, hoist_operands, i64s, permutation, producer,
     reduce_body, single_use, sink_match, sink_operands, users,
 )
-from shlo_env.tensor_types import is_float, shape_of
+from shlo_env.ir.tensor_types import is_float, shape_of
 
 
 def inverse(perm) -> list[int]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from shlo_env.builder import Builder
-from shlo_env.ir import as_operation, block_ops, callee, terminator, walk
+from shlo_env.ir.builder import Builder
+from shlo_env.ir.ops import as_operation, block_ops, callee, terminator, walk
 from shlo_env.patterns import match_cache as mc
 from shlo_env.patterns.matching import commuted, comparison, producer, splat_value, static_shape
-from shlo_env.tensor_types import is_integer
+from shlo_env.ir.tensor_types import is_integer
 
 __all__ = ["LoopInfo", "static_trip_count", "body_size", "FlatBody"]
 

@@ -18,12 +18,12 @@ from typing import NamedTuple
 
 from jaxlib.mlir import ir
 
-from shlo_env.ir import as_operation, is_pure, terminator
+from shlo_env.ir.ops import as_operation, is_pure, terminator
 from shlo_env.patterns.base import Match, Numerics, Pattern, register
 from shlo_env.patterns.loop_analysis import FlatBody, body_size, static_trip_count
 from shlo_env.patterns.matching import (captured_values, concat_dim, depends_on, dot_dims, permutation, producer,
                                         slice_params, users)
-from shlo_env.tensor_types import element_type_of, is_float, nbytes, shape_of, tensor_type
+from shlo_env.ir.tensor_types import element_type_of, is_float, nbytes, shape_of, tensor_type
 
 #: Unrolled bodies stay below this many ops (body size x copies).
 MAX_UNROLLED_OPS = 4000

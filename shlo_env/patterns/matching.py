@@ -3,7 +3,7 @@ splats, attributes as Python values, op families, scalar operands, data-movement
 (`sink_match`/`hoist_match`), dependences between ops, and values regions capture.
 
 Every helper only reads IR. Facts about any op (`is_pure`, `callee`, `walk`) are in
-`shlo_env.ir`, types and shapes (`shape_of`, `is_float`, ...) in `shlo_env.tensor_types`.
+`shlo_env.ir.ops`, types and shapes (`shape_of`, `is_float`, ...) in `shlo_env.ir.tensor_types`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from shlo_env.ir import as_operation, attribute_items, block_ops, complex_constant, is_complex, walk
+from shlo_env.ir.ops import as_operation, attribute_items, block_ops, complex_constant, is_complex, walk
 from shlo_env.patterns import match_cache as mc
 from shlo_env.patterns.base import Match
-from shlo_env.tensor_types import (
+from shlo_env.ir.tensor_types import (
     UnsupportedType, dtype_of, element_type_of, is_float, shape_of, tensor_type,
 )
 

@@ -13,7 +13,7 @@ from shlo_env.patterns.base import Match, Numerics, Pattern, register
 from shlo_env.patterns.matching import (
     SPLAT_SOURCES, concat_dim, i64s, permutation, producer, reduce_body, scalar_operand, splat_value,
 )
-from shlo_env.tensor_types import is_float, is_integer, shape_of
+from shlo_env.ir.tensor_types import is_float, is_integer, shape_of
 
 _IDEMPOTENT = ("stablehlo.maximum", "stablehlo.minimum", "stablehlo.and", "stablehlo.or")
 

@@ -22,12 +22,12 @@ import math
 import numpy as np
 from jaxlib.mlir import ir
 
-from shlo_env.builder import shape
-from shlo_env.ir import block_ops
-from shlo_env.numerics import Numerics
+from shlo_env.ir.builder import shape
+from shlo_env.ir.ops import block_ops
+from shlo_env.measure.numerics import Numerics
 from shlo_env.patterns.base import Match, Pattern, register
 from shlo_env.patterns.matching import COMMUTATIVE, i64s, splat_value, static_shape
-from shlo_env.tensor_types import is_float
+from shlo_env.ir.tensor_types import is_float
 
 #: The combining ops a prefix scan is offered for, with their identity (the padding value
 #: `jnp.cumsum` & co. use); a float identity only for float element types.

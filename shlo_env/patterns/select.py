@@ -6,7 +6,7 @@ from jaxlib.mlir.dialects import stablehlo
 
 from shlo_env.patterns.base import Match, Pattern, register
 from shlo_env.patterns.matching import SPLAT_SOURCES, comparison, producer, splat_value
-from shlo_env.tensor_types import dtype_of, is_integer
+from shlo_env.ir.tensor_types import dtype_of, is_integer
 
 
 @register

@@ -9,7 +9,7 @@ from shlo_env.patterns.matching import (
     ELEMENTWISE, broadcast_dims, hoist_match, hoist_operands, i64s, is_identity_perm, permutation,
     producer, sink_match, sink_operands,
 )
-from shlo_env.tensor_types import shape_of
+from shlo_env.ir.tensor_types import shape_of
 
 
 @register

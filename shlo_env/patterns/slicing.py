@@ -7,7 +7,7 @@ from shlo_env.patterns.matching import (
     ELEMENTWISE, broadcast_dims, concat_dim, hoist_match, hoist_operands, i64s, producer,
     slice_params,
 )
-from shlo_env.tensor_types import shape_of
+from shlo_env.ir.tensor_types import shape_of
 
 
 @register

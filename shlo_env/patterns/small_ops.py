@@ -21,11 +21,11 @@ from __future__ import annotations
 import itertools
 import math
 
-from shlo_env.builder import shape
-from shlo_env.numerics import Numerics
+from shlo_env.ir.builder import shape
+from shlo_env.measure.numerics import Numerics
 from shlo_env.patterns.base import Match, Pattern, register
 from shlo_env.patterns.matching import dot_dims, i64s, reduce_body, static_shape
-from shlo_env.tensor_types import element_type_of, is_float
+from shlo_env.ir.tensor_types import element_type_of, is_float
 
 #: The largest dot (multiply-adds) offered as multiply + reduce.
 MAX_MACS = 4096

@@ -35,16 +35,16 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 
-from shlo_env import xla_options
-from shlo_env.decisions import pick_first
-from shlo_env.driver import ApplyError, AugmentStats, apply, augment, list_alternatives
-from shlo_env.hashing import dag_hash
-from shlo_env.import_ import Program, ir_scope
-from shlo_env.noise_model import accepts
+from shlo_env.execute import xla_options
+from shlo_env.rewrite.decisions import pick_first
+from shlo_env.rewrite.driver import ApplyError, AugmentStats, apply, augment, list_alternatives
+from shlo_env.ir.hashing import dag_hash
+from shlo_env.ir.program import Program, ir_scope
+from shlo_env.measure.noise_thresholds import accepts
 from shlo_env.search import option_screen, site_heat
 from shlo_env.search.evaluator import Evaluation, Evaluator, Keyed
 from shlo_env.search.passes import describe
-from shlo_env.xla_options import Action, SetOption, normalize
+from shlo_env.execute.xla_options import Action, SetOption, normalize
 
 #: Of the search's time left, the most one state's augment may take (a 2.8k-op train step took
 #: about 7 s under load); the matches found by then are its decisions.
@@ -120,7 +120,7 @@ def is_stop(vec: Sequence[int]) -> bool:
 
 
 def pick_first_vector(dims: Sequence[Dim]) -> list[int]:
-    """The paper's pick-first (`shlo_env.decisions.pick_first`) over the alternatives ops;
+    """The paper's pick-first (`shlo_env.rewrite.decisions.pick_first`) over the alternatives ops;
     XLA action toggles untouched."""
     return pick_first(d.num_choices if d.kind == "rewrite" else 1 for d in dims)
 
@@ -509,7 +509,7 @@ class SearchContext:
         """Timed, and faster than the ratio `than` on its one-shot timing: the one screening
         rule (`noise_model.accepts`: its 10th-percentile and its median per-call ratio, each
         relative to `than`, below the threshold). A screen only: what the search returns must
-        also pass the sequential paired test (`search.runner._decide`)."""
+        also pass the sequential paired test (`search.program_search._decide`)."""
         return ev.timed and accepts(ev.ratio / than, ev.median_ratio / than, self.threshold)
 
     def screen_options(self) -> State:

@@ -1,4 +1,4 @@
-"""Evaluating candidate programs: verify against the original (`shlo_env.verify`), then time
+"""Evaluating candidate programs: verify against the original (`shlo_env.measure.verify`), then time
 side by side.
 
 One `Evaluator` serves a whole search. A state is a program plus the XLA passes disabled when
@@ -23,17 +23,17 @@ from typing import Any
 
 import numpy as np
 
-from shlo_env import runtime, xla_options
-from shlo_env.hashing import dag_hash
-from shlo_env.import_ import Program
-from shlo_env.numerics import Comparison, Numerics
-from shlo_env.paired_timing import PairedTiming, time_until_decided
-from shlo_env.runners import CandidateError, FailureKind, Runner
+from shlo_env.execute import runtime, xla_options
+from shlo_env.ir.hashing import dag_hash
+from shlo_env.ir.program import Program
+from shlo_env.measure.numerics import Comparison, Numerics
+from shlo_env.measure.paired_timing import PairedTiming, time_until_decided
+from shlo_env.execute.runners import CandidateError, FailureKind, Runner
 from shlo_env.search.passes import state_key
-from shlo_env.sequential import SequentialRatioTest
-from shlo_env.xla_options import Action, normalize
-from shlo_env.timing import SEARCH, TimingPolicy
-from shlo_env.verify import Verifier
+from shlo_env.measure.sequential_test import SequentialRatioTest
+from shlo_env.execute.xla_options import Action, normalize
+from shlo_env.measure.timing_policy import SEARCH, TimingPolicy
+from shlo_env.measure.verify import Verifier
 
 
 class Status(enum.Enum):
@@ -214,7 +214,7 @@ class Evaluator:
     Verification runs the candidate on the original's example inputs (if any) plus
     `num_random` seeded random input sets and compares its compiled outputs with the
     original's. Bitwise equal on every set: verified EXACT. Otherwise the REASSOCIATE
-    criterion (error against a float64 reference, see `shlo_env.numerics`) decides, also for
+    criterion (error against a float64 reference, see `shlo_env.measure.numerics`) decides, also for
     rewrites that are exact in StableHLO semantics (their property tests check that, bitwise,
     on the reference interpreter): XLA itself reassociates float math differently in
     different programs (constant folding, vector widths of transcendentals). APPROX is used
@@ -234,7 +234,7 @@ class Evaluator:
     take: a request still running then is abandoned (the worker is restarted) and its state
     is not cached, so a budget is honored even when one compile is slow.
 
-    `max_bytes` bounds the verification data (`shlo_env.verify.memory_allowance`: fewer random
+    `max_bytes` bounds the verification data (`shlo_env.measure.verify.memory_allowance`: fewer random
     input sets for a large program). `close()` frees the input sets and the original's
     references, here and in the worker.
     """
@@ -243,7 +243,7 @@ class Evaluator:
                  seed: int = 0, timing: TimingPolicy = SEARCH,
                  disabled_passes: Sequence[str | Action] = (), hard_deadline: float | None = None,
                  reuse_executables: bool = True, max_bytes: int | None = None):
-        from shlo_env.worker import Worker
+        from shlo_env.execute.worker import Worker
 
         self.original = original
         self.worker: Runner = worker if worker is not None else Worker()  # SHLO_ENV_TIMEOUT_S
@@ -298,7 +298,7 @@ class Evaluator:
         return xla_options.tokens(normalize(self.base_actions + tuple(passes)))
 
     def originals(self) -> list[list[np.ndarray]]:
-        """The original's outputs on each input set (see `shlo_env.verify.Verifier`)."""
+        """The original's outputs on each input set (see `shlo_env.measure.verify.Verifier`)."""
         return self.verifier.originals()
 
     def references(self) -> list:
@@ -500,8 +500,8 @@ class Evaluator:
     def paired_test(self, ev: Evaluation, allowance_s: float,
                     test: SequentialRatioTest | None = None) -> PairedTiming:
         """The acceptance test of a timed state against the original: interleaved (A, B) pairs
-        on input set 0 until the sequential test (`shlo_env.sequential`, default alpha 1 %,
-        min gain 1 %) decides or `allowance_s` has passed (`shlo_env.paired_timing`); a
+        on input set 0 until the sequential test (`shlo_env.measure.sequential_test`, default alpha 1 %,
+        min gain 1 %) decides or `allowance_s` has passed (`shlo_env.measure.paired_timing`); a
         `PairedTiming`. Not cached: each call is a fresh, independent test."""
         self.stats.retimed += 1
         passes_b = self.compile_tokens(ev.actions) if ev.actions else self.disabled_passes

@@ -1,6 +1,6 @@
 """The XLA option screen: reach option actions in the first seconds of a search.
 
-XLA compile options (`shlo_env.xla_options`) are toggles beside the rewrites, but a strategy
+XLA compile options (`shlo_env.execute.xla_options`) are toggles beside the rewrites, but a strategy
 that meets them as one more decision dimension among dozens of alternatives ops rarely tries
 one within a budget of a few seconds (a random or UCB choice flips them with a small prior, and
 beam search's single choices come after every rewrite). The screen runs first instead:
@@ -28,10 +28,10 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING
 
-from shlo_env import xla_options
+from shlo_env.execute import xla_options
 from shlo_env.search.passes import normalize
-from shlo_env.timing import TimingPolicy
-from shlo_env.worker import CandidateError
+from shlo_env.measure.timing_policy import TimingPolicy
+from shlo_env.execute.worker import CandidateError
 
 if TYPE_CHECKING:
     from shlo_env.search.base import SearchContext, State

@@ -5,7 +5,7 @@ field is declared here once, with `about(...)` metadata that says
 
 - `doc`: what it does (the command-line help and the class docstring are made from it);
 - `result`: whether it changes what the search returns. The persistent cache key of a search
-  (`shlo_env.cache.search_key`) is `SearchOptions.result_key()`, made from exactly these
+  (`shlo_env.api.cache.search_key`) is `SearchOptions.result_key()`, made from exactly these
   fields, so a new result-changing option cannot be left out of the key;
 - `flag` (and argparse settings): its command-line flag; `add_arguments` / `from_args` build
   a command's flags from the declarations, with the field name as argparse `dest`;
@@ -25,9 +25,9 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from shlo_env.noise_model import NoiseModel
+from shlo_env.measure.noise_thresholds import NoiseModel
 from shlo_env.search.base import Strategy
-from shlo_env.timing import SEARCH, Budget, TimingPolicy
+from shlo_env.measure.timing_policy import SEARCH, Budget, TimingPolicy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +68,7 @@ def plain(x: Any) -> Any:
 
 
 def _pattern_key(patterns) -> str:
-    from shlo_env.cache import pattern_identity
+    from shlo_env.api.cache import pattern_identity
 
     return pattern_identity(patterns)
 
@@ -84,7 +84,7 @@ def _passes_key(passes) -> list:
 
 
 def _xla_options_key(xla_options) -> list:
-    from shlo_env import xla_options as option_actions
+    from shlo_env.execute import xla_options as option_actions
 
     return plain(list(option_actions.resolve(xla_options)))
 
@@ -132,7 +132,7 @@ class SearchOptions:
         "keyword options for the strategy (e.g. {\"alpha\": 1.0} for beam; a JSON object on the "
         "command line).", result=True, flag="--strategy-options", type=_json_object, metavar="JSON"))
     budget_s: float = dataclasses.field(default=60.0, metadata=about(
-        "wall-clock budget in seconds, split as `shlo_env.timing.Budget` says: the search stops at "
+        "wall-clock budget in seconds, split as `shlo_env.measure.timing_policy.Budget` says: the search stops at "
         "`Budget.search` of it, no worker request runs past `Budget.hard`; confirmation and the "
         "final measurement follow.", result=True, flag="--budget", type=float, metavar="SECONDS"))
     max_steps: int = dataclasses.field(default=6, metadata=about(
@@ -148,7 +148,7 @@ class SearchOptions:
         result=True, flag="--min-gain", type=float))
     threshold: float | NoiseModel | None = dataclasses.field(default=None, metadata=about(
         "an external screening threshold: a ratio (the stricter of it and 1 - min_gain screens the "
-        "candidates), or a `shlo_env.noise_model.NoiseModel` (the machine's noise profile: recorded, "
+        "candidates), or a `shlo_env.measure.noise_thresholds.NoiseModel` (the machine's noise profile: recorded, "
         "not used to screen; the paired test deals with noise).",
         result=True, flag="--threshold", type=float, metavar="RATIO",
         help="an external screening threshold (a ratio); the stricter of it and 1 - --min-gain screens "
@@ -163,15 +163,15 @@ class SearchOptions:
         help="also let the search disable XLA passes (the platform's candidates, shlo_env.search.passes)"))
     xla_options: bool | str | Sequence[str] = dataclasses.field(default="default", metadata=about(
         "XLA compile options the search may set: \"default\" for the few that paid on the zoo "
-        "(`shlo_env.xla_options.DEFAULT_SCREEN`: single-threaded Eigen on CPU, on programs under "
+        "(`shlo_env.execute.xla_options.DEFAULT_SCREEN`: single-threaded Eigen on CPU, on programs under "
         "1,000 ops), True for all the "
-        "platform's value-preserving ones (`shlo_env.xla_options`), \"approx\" to add fast math "
+        "platform's value-preserving ones (`shlo_env.execute.xla_options`), \"approx\" to add fast math "
         "(APPROX tier, looser verification), False (or \"none\") for none, or a list of `name=value` "
         "tokens. Each is verified and timed like any candidate; the result compiles with the chosen options.",
         result=True, flag="--xla-options", key=_xla_options_key, nargs="?", const=True,
         type=_xla_option_arg, metavar="approx|NAME=VALUE,...",
         help="XLA compile options the search may set: all the platform's value-preserving ones "
-             "(shlo_env.xla_options; without this flag only the default few, DEFAULT_SCREEN); 'approx' "
+             "(shlo_env.execute.xla_options; without this flag only the default few, DEFAULT_SCREEN); 'approx' "
              "adds fast math (APPROX tier, looser verification); 'none' for none; or comma-separated "
              "NAME=VALUE tokens. The result is compiled with the options chosen"))
     confirm: bool = dataclasses.field(default=True, metadata=about(
@@ -187,7 +187,7 @@ class SearchOptions:
         result=False, flag="--no-cost", action="store_false",
         help="no XLA cost analysis of the original and the returned program"))
     timing: TimingPolicy = dataclasses.field(default=SEARCH, metadata=about(
-        "how each side-by-side measurement is taken (`shlo_env.timing.TimingPolicy`).", result=True))
+        "how each side-by-side measurement is taken (`shlo_env.measure.timing_policy.TimingPolicy`).", result=True))
     name: str | None = dataclasses.field(default=None, metadata=about(
         "the name in the result (default: the program's or the function's).", result=False, flag="--name"))
 
@@ -199,7 +199,7 @@ class SearchOptions:
         return options_from(self, changes, where="SearchOptions.with_")
 
     def result_key(self) -> dict:
-        """The result-changing fields in their cache-key form (`shlo_env.cache.search_key`)."""
+        """The result-changing fields in their cache-key form (`shlo_env.api.cache.search_key`)."""
         out = {}
         for f in dataclasses.fields(self):
             a = declaration(f)

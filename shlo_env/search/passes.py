@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from shlo_env import xla_options
+from shlo_env.execute import xla_options
 
 # (name, what it does): optimization passes of XLA's CPU pipeline.
 CPU_PASSES: tuple[tuple[str, str], ...] = (
@@ -75,7 +75,7 @@ GPU_PASSES: tuple[tuple[str, str], ...] = (
 def candidate_passes(platform: str | None = None) -> tuple[str, ...]:
     """The pass names a search may disable on `platform` (default: jax's default backend)."""
     if platform is None:
-        from shlo_env import runtime
+        from shlo_env.execute import runtime
 
         platform = runtime.platform()
     table = CPU_PASSES if platform == "cpu" else GPU_PASSES

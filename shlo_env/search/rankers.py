@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from shlo_env import observe
-from shlo_env.roofline import cost_seconds
+from shlo_env.learn import observe
+from shlo_env.measure.roofline import cost_seconds
 
 if TYPE_CHECKING:
     from shlo_env.search.base import Expansion, SearchContext, State
@@ -78,7 +78,7 @@ class CostAnalysis:
     def _machine(self) -> tuple[float, float, float]:
         if self.machine is not None:
             return self.machine
-        from shlo_env import runtime
+        from shlo_env.execute import runtime
 
         return MACHINE["cpu" if runtime.platform() == "cpu" else "gpu"]
 

@@ -3,7 +3,7 @@ on the whole program (issue 31, items 3-4).
 
 On a 2k-op program a whole-program compile and timing per candidate allows about ten
 candidates a minute. A rewrite only changes the kernels holding the ops it touches, so this
-strategy judges each (site, alternative) first on that region alone (`shlo_env.region`: cut
+strategy judges each (site, alternative) first on that region alone (`shlo_env.measure.region`: cut
 out as a small module, before and after timed side by side in milliseconds), and spends whole
 program evaluations only on what won there:
 
@@ -62,9 +62,9 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
-from shlo_env import region
-from shlo_env.region import Candidate, Region, RegionError, RegionResult
-from shlo_env.runners import CandidateError
+from shlo_env.measure import region
+from shlo_env.measure.region import Candidate, Region, RegionError, RegionResult
+from shlo_env.execute.runners import CandidateError
 from shlo_env.search.base import Expansion, SearchContext, State, Strategy, register_strategy, sweep_label
 from shlo_env.search.evaluator import Evaluation
 
@@ -93,7 +93,7 @@ class Regional(Strategy):
                  compile_helpers: int | None = None, **aim):
         """`profile`: None (when affordable), True (always), False (never). `boundary`: region
         inputs from one compile of the original with the boundaries as outputs (exact values)
-        instead of random ones (no whole compile). `executor`: a `shlo_env.executors`
+        instead of random ones (no whole compile). `executor`: a `shlo_env.bench.executors`
         executor to fan region compiles out over (default: the evaluator's worker). Regions
         of more than `max_ops` ops, constants not counted (slow to compile), wait until every
         smaller one is judged.
@@ -194,9 +194,9 @@ class Regional(Strategy):
 
     def _start_helpers(self, ctx: SearchContext) -> list[Any]:
         """The compile helpers (see `__init__`), started now: their jax import overlaps the cut."""
-        from shlo_env import runtime
-        from shlo_env.search.runner import LockedWorker
-        from shlo_env.worker import Worker
+        from shlo_env.execute import runtime
+        from shlo_env.search.program_search import LockedWorker
+        from shlo_env.execute.worker import Worker
 
         runner = ctx.evaluator.worker
         base = runner.worker if isinstance(runner, LockedWorker) else runner
@@ -227,7 +227,7 @@ class Regional(Strategy):
         if self.profile is None and estimate > self.profile_share * ctx.time_left():
             self.info["profile"] = f"skipped: about {estimate:.1f} s of {ctx.time_left():.1f} s left"
             return None
-        from shlo_env.profile import profile_program
+        from shlo_env.measure.kernel_profile import profile_program
 
         t = time.perf_counter()
         try:

@@ -35,9 +35,9 @@ from collections.abc import Sequence
 
 from jaxlib.mlir import ir
 
-from shlo_env.driver import walk_ops
-from shlo_env.region import NEGLIGIBLE_SHARE  # measured sites below this share are not tried
-from shlo_env.tensor_types import UnsupportedType, nbytes, num_elements
+from shlo_env.rewrite.driver import walk_ops
+from shlo_env.measure.region import NEGLIGIBLE_SHARE  # measured sites below this share are not tried
+from shlo_env.ir.tensor_types import UnsupportedType, nbytes, num_elements
 
 PEAK_FLOPS = 50e9  # nominal CPU rates: only their ratio (flops per byte) affects the order
 PEAK_BYTES = 20e9
@@ -239,8 +239,8 @@ def measured_weights(augmented, num_sites: int, inputs=None) -> list[float]:
     """Per site (alternatives index) of the augmented original `augmented`: the share of the
     profiled kernel time its rewrite can save (`region.site_bounds`). Raises what the profile
     or the mapping raises (`region.RegionError`: a profile that does not fit the program)."""
-    from shlo_env import region
-    from shlo_env.profile import profile_program
+    from shlo_env.measure import region
+    from shlo_env.measure.kernel_profile import profile_program
 
     prof = profile_program(region.baseline(augmented), inputs, runs=PROFILE_RUNS, warmup=PROFILE_WARMUP,
                            patterns=())

@@ -6,7 +6,7 @@ worth trying. Sources never evaluate anything; a strategy applies the vectors
 (`SearchContext.child`), ranks the children (`shlo_env.search.rankers`) and times those the
 acquisition rule picks (`shlo_env.search.acquisition`).
 
-    pick_first        the paper's pick-first vector (`shlo_env.decisions.pick_first`)
+    pick_first        the paper's pick-first vector (`shlo_env.rewrite.decisions.pick_first`)
     singles(hot)      each single choice alone, hottest sites first (`site_heat`)
     sweeps(hot)       one rewrite at all its sites, those that paid first
     random_draws(n, p) n seeded random vectors (XLA actions taken with probability p)

@@ -14,7 +14,7 @@ libraries (`pip install shlo_env[zoo]`, then `python -m shlo_env.zoo.generate`).
 from __future__ import annotations
 
 from shlo_env.corpus import ZOO, ZOO_DATA, Entry, index_info
-from shlo_env.import_ import Program
+from shlo_env.ir.program import Program
 
 DATA = ZOO_DATA
 

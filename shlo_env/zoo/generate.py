@@ -4,7 +4,7 @@
     python -m shlo_env.zoo.generate --programs hf_gpt2_lm_train  # just these (the rest are kept)
 
 Each program is built from its config with random weights (nothing is downloaded), lowered with
-`shlo_env.import_.lower` (parameters and optimizer state are module inputs), compiled, run on
+`shlo_env.ir.program.lower` (parameters and optimizer state are module inputs), compiled, run on
 random inputs and timed in a worker process, and written as `data/<name>.mlir.xz` (StableHLO
 text, xz-compressed) with its metadata in `data/index.json`. The checks and the index layout are
 the corpus's (`shlo_env.corpus.generate`), plus the library's config and version.

@@ -13,8 +13,8 @@ import numpy as np
 from hypothesis import strategies as st
 from jax import lax
 
-from shlo_env import runtime
-from shlo_env.import_ import load, lower
+from shlo_env.execute import runtime
+from shlo_env.ir.program import load, lower
 
 # Rank >= 1 only: the interpreter path of shlo_env.testing.evaluate turns a rank-0 input into
 # tensor<1x...> (reported to the lead); rank 0 is covered once that is fixed.

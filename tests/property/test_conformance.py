@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from shlo_env import driver
-from shlo_env.import_ import load
+from shlo_env.rewrite import driver
+from shlo_env.ir.program import load
 from shlo_env.patterns import all_patterns
-from shlo_env.random_programs import SHARDED_TEXT, conformance_programs
+from shlo_env.testing.random_programs import SHARDED_TEXT, conformance_programs
 from shlo_env.testing import check_rewrites, interpretable
 
-pytestmark = pytest.mark.filterwarnings("error::shlo_env.driver.PatternWarning")
+pytestmark = pytest.mark.filterwarnings("error::shlo_env.rewrite.driver.PatternWarning")
 
 PROGRAMS = conformance_programs()
 ALL = all_patterns()

@@ -1,6 +1,6 @@
 """Properties of the DAG hash (HloEnv's HloDagHash), checked with hypothesis.
 
-Programs come from three places: random programs drawn from `shlo_env.random_programs`
+Programs come from three places: random programs drawn from `shlo_env.testing.random_programs`
 (hypothesis strategies), the example suite, and a few programs with nested regions (while
 loops, reductions, scans), calls and in-memory-built custom calls. For each, the hash must be
 
@@ -31,11 +31,11 @@ from hypothesis import strategies as st
 from jaxlib.mlir import ir
 
 import shlo_env as se
-from shlo_env import examples
-from shlo_env.driver import apply, augment, list_alternatives
-from shlo_env.hashing import _Hasher
-from shlo_env.import_ import ir_scope
-from shlo_env.random_programs import programs as random_programs
+from shlo_env.bench import examples
+from shlo_env.rewrite.driver import apply, augment, list_alternatives
+from shlo_env.ir.hashing import _Hasher
+from shlo_env.ir.program import ir_scope
+from shlo_env.testing.random_programs import programs as random_programs
 
 SETTINGS = dict(deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -345,7 +345,7 @@ def test_dead_ops_count_only_when_impure():
     assert se.dag_hash(with_pure_dead) == se.dag_hash(base)
     inlined = se.load(CALLS_DEAD_EFFECT)  # inlining keeps the dead custom_call
     assert "side_effect" in inlined.text()
-    kept_call = se.import_.program_from_module(se.import_.parse_module(CALLS_DEAD_EFFECT), inline=False)
+    kept_call = se.ir.program.program_from_module(se.ir.program.parse_module(CALLS_DEAD_EFFECT), inline=False)
     assert se.dag_hash(inlined) == se.dag_hash(kept_call) != se.dag_hash(base)
 
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import strategies as st
 
 from pattern_programs import DIM, check_targeted, programs, shapes
-from shlo_env import driver
-from shlo_env.import_ import lower
+from shlo_env.rewrite import driver
+from shlo_env.ir.program import lower
 from shlo_env.patterns import batching as B
 from shlo_env.testing import check_pattern
 

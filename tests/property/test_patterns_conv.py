@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 from jax import lax
 
 from pattern_programs import programs
-from shlo_env import driver
-from shlo_env.import_ import lower
+from shlo_env.rewrite import driver
+from shlo_env.ir.program import lower
 from shlo_env.patterns.conv import ConvSmallMapToDot
 from shlo_env.testing import check_pattern, check_rewrites
 

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from jax import lax
 
 from pattern_programs import DIM, ELEMENTWISE, permuted_shapes, programs, shapes
-from shlo_env import driver
-from shlo_env.hashing import dag_hash
-from shlo_env.import_ import lower
+from shlo_env.rewrite import driver
+from shlo_env.ir.hashing import dag_hash
+from shlo_env.ir.program import lower
 from shlo_env.patterns import Numerics
 from shlo_env.patterns import layout as L
 from shlo_env.testing import check_pattern

@@ -162,7 +162,7 @@ def test_pattern(pattern):
 
 
 def _loop_program(body_extra: str):
-    from shlo_env.import_ import load
+    from shlo_env.ir.program import load
     return load(f"""
 func.func @main(%x: tensor<4xf32>, %d: tensor<4xf32>) -> tensor<4xf32> {{
   %c0 = stablehlo.constant dense<0> : tensor<i32>
@@ -202,8 +202,8 @@ def test_accumulated_dot_in_a_scan_gradient():
 
 
 def test_accumulated_dot_left_alone_when_the_body_reads_the_sum():
-    from shlo_env import driver
-    from shlo_env.import_ import lower
+    from shlo_env.rewrite import driver
+    from shlo_env.ir.program import lower
 
     def reads_acc(acc, xs, gs):  # the running sum feeds the next step: no single dot after the loop
         return jax.lax.fori_loop(0, 3, lambda i, a: a + jnp.dot(xs[i].T, gs[i] * jnp.sum(a)), acc)
@@ -215,7 +215,7 @@ def test_accumulated_dot_left_alone_when_the_body_reads_the_sum():
 
 
 def test_dead_carry_found_and_effectful_loops_left_alone():
-    from shlo_env import driver
+    from shlo_env.rewrite import driver
 
     pure = _loop_program("%b2 = stablehlo.add %b, %a : tensor<4xf32>")
     stats = driver.AugmentStats()

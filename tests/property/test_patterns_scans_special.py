@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 from jax import lax
 
-from shlo_env import driver, runtime
-from shlo_env.import_ import lower
-from shlo_env.numerics import nonfinite_agree
+from shlo_env.rewrite import driver
+from shlo_env.execute import runtime
+from shlo_env.ir.program import lower
+from shlo_env.measure.numerics import nonfinite_agree
 from shlo_env.testing import evaluate
 
 PATTERN = "reduce_window_prefix_to_scan"

@@ -1,6 +1,6 @@
 """Every rewrite of every pattern preserves what random programs compute.
 
-Programs are drawn by hypothesis from the op table of `shlo_env.random_programs` (its motifs make
+Programs are drawn by hypothesis from the op table of `shlo_env.testing.random_programs` (its motifs make
 patterns fire on most of them), derandomized: the same programs on every run, one test item each,
 so a failure names its program (`pytest -k "test_random_program and 0123"`) and does not stop the
 others. For each program, `check_rewrites` augments it with all patterns and compares the original
@@ -21,11 +21,11 @@ import pytest
 import xxhash
 
 from shlo_env import patterns
-from shlo_env.import_ import lower
-from shlo_env.random_programs import sample
+from shlo_env.ir.program import lower
+from shlo_env.testing.random_programs import sample
 from shlo_env.testing import MismatchError, check_rewrites
 
-pytestmark = pytest.mark.filterwarnings("error::shlo_env.driver.PatternWarning")
+pytestmark = pytest.mark.filterwarnings("error::shlo_env.rewrite.driver.PatternWarning")
 
 ALL_PATTERNS = patterns.all_patterns()
 RANDOM_VECTORS = 3  # random full decision vectors per program, on top of every single choice
@@ -125,7 +125,7 @@ def test_scalar_inputs_on_the_interpreter():
 
 
 def _inputs(shapes, seed):
-    from shlo_env import runtime
+    from shlo_env.execute import runtime
 
     return runtime.random_inputs([type("Spec", (), {"shape": s, "dtype": np.float32}) for s in shapes], seed)
 

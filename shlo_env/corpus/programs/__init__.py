@@ -2,7 +2,7 @@
 
 Each module registers builders with `@program(...)`. A builder takes no arguments and returns
 `(fn, args)`: a pure function and its example arguments (random weights, nothing downloaded),
-ready for `shlo_env.import_.lower(fn, *args)`. These modules import the model libraries (flax,
+ready for `shlo_env.ir.program.lower(fn, *args)`. These modules import the model libraries (flax,
 equinox, optax: `pip install shlo_env[corpus]`) at the top, as model code does; only
 `generate.py` imports them. Loading the stored corpus (`shlo_env.corpus`) needs none of them.
 """

@@ -1,0 +1,499 @@
+"""`optimize(fn, *args)`: a drop-in for `jax.jit(fn)` that is never wrong and never slower.
+
+lower -> search (strategies in `shlo_env.search`, every candidate verified then timed in a
+worker process) -> confirm the winner with a second measurement -> build a callable and check
+it once more in this process against `jax.jit(fn)`, on outputs and on time. If anything is not
+better beyond the measured noise, the callable is `jax.jit(fn)` itself.
+
+With `passes=True` the search may also disable XLA passes (macro actions, see
+`shlo_env.search.passes`). A winner with disabled passes is built as
+`jax.jit(exported.call, compiler_options={"xla_disable_hlo_passes": ...})`, so the callable
+compiles with the same passes off; the in-process check times exactly that callable. (Called
+inside another jitted function, the callable is inlined into the caller's program and compiled
+with the caller's options: the rewrites stay, the disabled passes do not.)
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import os
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from shlo_env.execute import runtime
+from shlo_env.api import cache as search_cache
+from shlo_env.execute import xla_options as option_actions
+from shlo_env.ir.hashing import dag_hash
+from shlo_env.ir.program import Program, lower, parse_module
+from shlo_env.measure.noise_thresholds import accepts
+from shlo_env.measure.numerics import SENSITIVITY_ULPS, Numerics
+from shlo_env.search import passes as pass_actions
+from shlo_env.search.options import SearchOptions, options_from
+from shlo_env.search.program_search import SearchSummary, optimize_program
+from shlo_env.measure.timing_policy import SEARCH, TimingPolicy
+from shlo_env.measure.verify import all_finite, escalate, finite_redraw
+from shlo_env.execute.worker import shared as shared_worker
+
+
+@dataclasses.dataclass
+class Report(SearchSummary):
+    """What `optimize` did: the search's summary (`SearchSummary`, shared with the program-level
+    `ProgramResult`) and the in-process check. Times are seconds (T: 10th percentile of the
+    runs, see runtime); ratio = optimized / jax.jit of those, median_ratio = the median of the
+    per-call ratios; a rewrite is kept only when both clear the threshold."""
+
+    baseline_s: float = float("nan")
+    optimized_s: float = float("nan")
+    ratio: float = 1.0
+    median_ratio: float = float("nan")  # median per-call ratio of the same interleaved runs
+    verification: str = ""
+    optimized_hash: str = ""
+    pass_actions: tuple[str, ...] = ()  # passes the search was allowed to disable
+    cache: str = ""  # "hit" (taken from the persistent cache), "stored" (searched, then stored), "" (off)
+
+    @classmethod
+    def from_result(cls, res: SearchSummary, **fields) -> "Report":
+        """The report of a program-level search: its `SearchSummary` fields (containers
+        copied), plus `fields`."""
+        shared = {f.name: copy.copy(getattr(res, f.name)) for f in dataclasses.fields(SearchSummary)}
+        return cls(**{**shared, **fields})
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.candidates_evaluated + self.cache_hits
+        return self.cache_hits / total if total else 0.0
+
+    @property
+    def speedup(self) -> float:
+        return 1.0 / self.ratio if self.ratio > 0 else float("inf")
+
+    def __str__(self) -> str:
+        lines = [f"optimize({self.name}) with {self.strategy}: "
+                 + ("returned jax.jit(fn) unchanged" if self.returned_original
+                    else f"{self.speedup:.2f}x faster than jax.jit")]
+        if not np.isnan(self.baseline_s) and np.isnan(self.optimized_s):
+            lines.append(f"  jax.jit {self.baseline_s * 1e3:.3f} ms (noise {self.noise:.3f}, accept below "
+                         f"{self.threshold:.3f})")
+        elif not np.isnan(self.baseline_s):
+            median = "" if np.isnan(self.median_ratio) else f", median per call {self.median_ratio:.3f}"
+            lines.append(f"  jax.jit {self.baseline_s * 1e3:.3f} ms, optimized {self.optimized_s * 1e3:.3f} ms "
+                         f"(ratio {self.ratio:.3f}{median}; noise {self.noise:.3f}, accept below {self.threshold:.3f}"
+                         " on both)")
+        if self.acceptance:
+            lines.append(f"  {self.describe_acceptance()}")
+        if self.applied:
+            lines.append(f"  rewrites: {', '.join(self.applied)} ({self.numerics})")
+        if self.disabled_passes:
+            lines.append(f"  XLA actions (passes disabled, options set): {', '.join(self.disabled_passes)}")
+        if self.verification:
+            lines.append(f"  verified: {self.verification}")
+        if self.reason:
+            lines.append(f"  why: {self.reason}")
+        if self.cache == "hit":
+            lines.append("  persistent cache: hit (searched in an earlier run, checked against jax.jit "
+                         "on a seeded random input set)")
+        fails = ", ".join(f"{k} {v}" for k, v in sorted(self.failures.items()))
+        untimed = ", ".join(f"{k} {v}" for k, v in sorted(self.untimed.items()))
+        lines.append(f"  search: {self.candidates_evaluated} candidates, {self.cache_hits} cache hits "
+                     f"({self.hit_rate:.0%})" + (f", rejected: {fails}" if fails else "")
+                     + (f", verified but not timed: {untimed}" if untimed else "")
+                     + f", {self.search_s:.1f} s of {self.total_s:.1f} s")
+        if self.cuts:
+            lines.append(f"  cut short by the budget: {'; '.join(self.cuts)}")
+        return "\n".join(lines)
+
+
+class OptimizedFunction:
+    """Callable like `jax.jit(fn)`: same arguments, same output pytree. `.report` says what happened.
+
+    Keyword arguments bind to `fn`'s positional parameters. Arguments of another signature
+    (shapes, dtypes, structure) than the ones optimized for run `fn` as `jax.jit(fn)` does;
+    `shlo_env.jit` searches per signature instead.
+
+    A call is one `jax.jit` call (see `dispatching`): each instance's `__call__` is that
+    `jax.jit` itself (`own_class`), so jax's C++ dispatch finds the executable of a signature
+    it has seen with no Python in between, at what `jax.jit(fn)` costs per call. Only a rewrite
+    compiled with XLA actions (`report.disabled_passes`) is called through a Python check of
+    the signature, since one `jax.jit` compiles every signature with one set of compiler
+    options."""
+
+    def __new__(cls, *args, **kwargs):
+        return super().__new__(own_class(cls))
+
+    def __init__(self, fn: Callable, call: Callable, report: Report, program: Program | None,
+                 original: Program | None, fallback: Callable | None = None, dispatch: Callable | None = None):
+        self.__wrapped__ = fn
+        self._call = call  # the optimized module's callable (jax.jit(fn) when it was kept)
+        self._fallback = fallback if fallback is not None else call  # jax.jit(fn)
+        self.report = report
+        self.program = program  # the chosen program (None when jax.jit(fn) is returned)
+        self.original = original
+        if dispatch is None:
+            dispatch = call if self._call is self._fallback or original is None else dispatching(
+                fn, call, original, report.disabled_passes, self._fallback)
+        self._dispatch = dispatch
+        type(self).__call__ = staticmethod(dispatch)  # type: ignore[method-assign]
+        self.__name__ = getattr(fn, "__name__", "fn")
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    def __call__(self, *args, **kwargs):  # replaced per instance by `dispatch` itself (see __init__)
+        return self._dispatch(*args, **kwargs)
+
+    @property
+    def module_call(self) -> Callable:
+        """The optimized module alone (a `jax.jit`, with the rewrite's compiler options), taking
+        exactly the optimized signature; `jax.jit(fn)` when it was kept."""
+        return self._call
+
+    def __repr__(self) -> str:
+        return f"<OptimizedFunction {self.__name__}: {self.report.speedup:.2f}x vs jax.jit>"
+
+
+def own_class(cls: type) -> type:
+    """A subclass of `cls` for one instance, so that the instance's `__call__` can be a C++
+    callable (a `jax.jit`) set on its class: Python calls it with no frame of its own."""
+    return type(cls.__name__, (cls,), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
+
+
+def dispatching(fn: Callable, call: Callable, program: Program, actions: Sequence = (),
+                fallback: Callable | None = None) -> Callable:
+    """What an `OptimizedFunction` calls: `call` (the optimized module, taking `program`'s
+    signature) for arguments of that signature, `fn` for any other.
+
+    Without XLA actions this is one `jax.jit` of a router that jax traces once per signature:
+    the choice is made at trace time, and every later call is jax's own C++ dispatch (no Python
+    signature check per call). Keyword arguments bind to `fn`'s positional parameters there.
+    With actions, `call` is a `jax.jit` compiled with them, and other signatures must not be:
+    the arguments go to `call` first and to `fallback` (`jax.jit(fn)`) when jax refuses them."""
+    try:
+        signature: inspect.Signature | None = inspect.signature(fn)
+    except (TypeError, ValueError):
+        signature = None
+    if actions:
+        return _checked(signature, call, fallback if fallback is not None else jax.jit(fn))
+    specs = [(tuple(s.shape), np.dtype(s.dtype)) for s in program.in_specs]
+
+    def route(*args, **kwargs):  # runs when jax traces a new signature, not per call
+        positional = _positional(signature, args, kwargs)
+        if positional is not None:
+            leaves, tree = jax.tree_util.tree_flatten((positional, {}))
+            if tree == program.in_tree and [(tuple(x.shape), np.dtype(x.dtype)) for x in leaves] == specs:
+                return call(*positional)
+        return fn(*args, **kwargs)
+
+    route.__name__ = route.__qualname__ = getattr(fn, "__name__", "fn")  # jax names the program after it
+    return jax.jit(route)
+
+
+def _positional(signature: inspect.Signature | None, args: tuple, kwargs: dict) -> tuple | None:
+    """`args` with `kwargs` bound to positional parameters; None when some cannot be."""
+    if not kwargs:
+        return args
+    try:
+        bound = signature.bind(*args, **kwargs) if signature is not None else None
+    except TypeError:
+        return None
+    return None if bound is None or bound.kwargs else bound.args
+
+
+def _checked(signature: inspect.Signature | None, call: Callable, fallback: Callable) -> Callable:
+    """`call` for the arguments jax's exported-signature check accepts, `fallback` otherwise."""
+
+    def checked(*args, **kwargs):
+        positional = _positional(signature, args, kwargs)
+        if positional is None:
+            return fallback(*args, **kwargs)  # keyword-only: not the optimized signature
+        try:
+            return call(*positional)
+        except (TypeError, ValueError):
+            # jax checks the arguments against the exported signature before running anything:
+            # another signature gets jax.jit(fn) (which raises jax's own error if they are bad).
+            return fallback(*args, **kwargs)
+
+    return checked
+
+
+def transformable(call: Callable, fn: Callable) -> Callable:
+    """`call` (an exported module: no JVP or batching rule) made transformable: under `jax.vmap`
+    it runs `jax.vmap(fn)`, under `jax.grad`/`jax.jvp` it differentiates `fn`; plain calls and
+    calls inside another `jax.jit` run `call`. `fn` must compute what `call` computes."""
+
+    @jax.custom_batching.custom_vmap
+    def batchable(*args):
+        return call(*args)
+
+    @batchable.def_vmap
+    def _vmap_rule(axis_size, in_batched, *args):  # custom_vmap moves every batch axis to 0
+        in_axes = tuple(jax.tree_util.tree_map(lambda b: 0 if b else None, b) for b in in_batched)
+        out = jax.vmap(fn, in_axes=in_axes, axis_size=axis_size)(*args)
+        return out, jax.tree_util.tree_map(lambda _: True, out)
+
+    @jax.custom_jvp
+    def differentiable(*args):
+        return batchable(*args)
+
+    @differentiable.defjvp
+    def _jvp_rule(primals, tangents):
+        return jax.jvp(fn, primals, tangents)
+
+    return differentiable
+
+
+def exported_callable(fn: Callable, args: Sequence, program: Program,
+                      disabled_passes: Sequence[str] = ()) -> Callable:
+    """`jax.jit` of a `jax.export.Exported` whose module is `program`: jax's fast dispatch path,
+    argument checking, and composition inside other jitted functions; `jax.vmap` and `jax.grad`
+    fall back to `fn` (see `transformable`). With `disabled_passes`, XLA compiles it with those
+    passes off (`xla_disable_hlo_passes`)."""
+    from jax import export
+
+    exp = export.export(jax.jit(fn, keep_unused=True))(*args)  # as `lower` traced it: jax's caches hit
+    exp = dataclasses.replace(
+        exp, mlir_module_serialized=program.portable(),
+        module_kept_var_idx=tuple(range(len(program.in_specs))))
+    call = transformable(exp.call, fn)
+    if disabled_passes:  # disabled pass names and `name=value` XLA option actions
+        return jax.jit(call, compiler_options=option_actions.compiler_options(disabled_passes))
+    return jax.jit(call)
+
+
+def callable_samples(fns: Sequence[Callable], args: Sequence, timing: TimingPolicy = SEARCH) -> list[list[float]]:
+    """Wall times of each callable's runs (outputs awaited), interleaved (A, B, A, B, ...), as
+    `runtime.compare` times executables."""
+    def once(f):
+        def run():
+            t = time.perf_counter()
+            jax.block_until_ready(f(*args))
+            elapsed = time.perf_counter() - t
+            return elapsed, elapsed
+        return run
+
+    samples = runtime.interleave([once(f) for f in fns], timing)
+    return [[full for full, _ in s] for s in samples]
+
+
+def time_callables(fns: Sequence[Callable], args: Sequence, timing: TimingPolicy = SEARCH) -> list[float]:
+    """T of each callable (10th percentile of its interleaved wall times)."""
+    return [runtime.typical(s) for s in callable_samples(fns, args, timing)]
+
+
+# optimize()'s defaults: a longer budget than a program-level search's (it also builds and
+# checks the callable), and no final timing or cost analysis in the worker (`_finish` times the
+# callable here, in this process)
+DEFAULTS = SearchOptions(budget_s=120.0)
+
+
+def optimize(fn: Callable, *args, options: SearchOptions | None = None, progress: bool | None = None,
+             cache: bool | str | os.PathLike | None = True, **fields: Any) -> OptimizedFunction:
+    """Search rewrites of `fn` lowered on `args`; return a callable at least as fast as jax.jit(fn).
+
+        optimize(fn, x, w, budget_s=30, strategy="beam")
+        optimize(fn, x, w, options=SearchOptions(budget_s=30), seed=1)
+
+    Args:
+      options: the search's options (`shlo_env.search.options.SearchOptions`; default
+        `DEFAULTS`: a budget of 120 s). Its `final_timing` and `cost` do not apply: the
+        callable is timed in-process.
+      fields: any `SearchOptions` field by name (`budget_s`, `strategy`, `patterns`, `passes`,
+        `xla_options`, `seed`, ...), replacing the one in `options`; an unknown name is a
+        TypeError. `budget_s` covers the whole call (search, confirmation, final check);
+        `name` defaults to fn's name.
+      progress: show a live line (best ratio, candidates evaluated, cache hits) on stderr.
+      cache: the persistent cache of searches (`shlo_env.api.cache`): True for the default
+        directory (`SHLO_ENV_CACHE_DIR`, else the user cache directory), a directory, or
+        False. Its key is the program and the options that change the result
+        (`SearchOptions.result_key`). A hit is checked against jax.jit(fn) on a seeded random
+        input set, then used without searching (`report.cache == "hit"`).
+    """
+    t0 = time.perf_counter()
+    options = options_from(DEFAULTS if options is None else options, fields, where="optimize")
+    name = str(options.name or getattr(fn, "__name__", "fn"))
+    options = options.with_(name=name, final_timing=False, cost=False)
+    jitted = jax.jit(fn)
+    program = lower(fn, *args, name=name)
+    store = search_cache.open_cache(cache)
+    key = search_cache.search_key(program, options) if store is not None else None
+    entry = store.get(key) if store is not None and key is not None else None
+    if entry is not None:
+        hit = _from_cache(fn, args, jitted, program, entry, name, t0)
+        if hit is not None:
+            return hit
+    opt, searched = _search(fn, args, jitted, program, t0, options, progress=bool(progress))
+    if key is not None and store is not None and searched:
+        if store_search(store, _cache_entry(key, opt), name):
+            opt.report.cache = "stored"
+    return opt
+
+
+def store_search(store: search_cache.SearchCache, entry: search_cache.Entry, name: str) -> bool:
+    """Put `entry` in `store`; False (with a CacheWarning) when the disk refuses it: a read-only
+    or full disk costs the cache, not the result."""
+    try:
+        store.put(entry)
+    except OSError as e:
+        warnings.warn(f"shlo_env cache: cannot store the search of {name} in {store.directory} ({e})",
+                      search_cache.CacheWarning, stacklevel=3)
+        return False
+    return True
+
+
+def _search(fn, args, jitted, program, t0, options: SearchOptions, progress: bool) -> tuple[OptimizedFunction, bool]:
+    """The search proper; also says whether its outcome may be cached (the original ran)."""
+    # The search, confirmation and verification are the program-level search; the rest of the
+    # budget (`Budget.hard` onwards, see shlo_env.measure.timing_policy) builds the callable and checks it here.
+    with shared_worker(options.timeout_s) as worker:  # warm across calls (`shlo_env.execute.worker.shared`)
+        res = optimize_program(program, options, worker=worker, progress=progress)
+    report = Report.from_result(
+        res, baseline_s=res.baseline.get("full", float("nan")),
+        pass_actions=pass_actions.resolve(options.passes) + option_actions.resolve(options.xla_options,
+                                                                                  ops=program.num_ops()))
+
+    def keep_original(reason: str) -> OptimizedFunction:
+        report.returned_original = True
+        report.reason = reason
+        report.ratio = 1.0
+        report.applied, report.disabled_passes, report.numerics = (), (), "EXACT"
+        report.total_s = time.perf_counter() - t0
+        return OptimizedFunction(fn, jitted, report, None, program)
+
+    if res.status != "ok":
+        return keep_original(res.error), False
+    if res.returned_original:
+        return keep_original(res.reason), True
+    # the in-process timing takes as many rounds as the worker's did (`Budget.pair_policy`)
+    timing, _ = options.budget().pair_policy(options.timing, res.baseline.get("full") or 0.0)
+    return _finish(fn, args, jitted, program, res.evaluation, report, res.check_inputs, res.check_reference,
+                   res.threshold, keep_original, t0, timing), True
+
+
+# --- the persistent cache ---------------------------------------------------------------------
+
+CACHE_CHECK_SEED = 20_240_601  # the seeded random input set a cache hit is checked on
+
+
+def _cache_entry(key: dict, opt: OptimizedFunction) -> search_cache.Entry:
+    r = opt.report
+    return search_cache.Entry(
+        key=key, name=r.name, program=None if opt.program is None else opt.program.text(),
+        actions=r.actions, numerics=r.numerics,
+        optimized_hash="" if opt.program is None else dag_hash(opt.program),
+        report=dataclasses.asdict(r))
+
+
+def _report_from(stored: dict, name: str) -> Report:
+    fields = {f.name: f for f in dataclasses.fields(Report)}
+    values: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in stored.items() if k in fields}
+    report = Report(**{**values, "name": name})
+    report.cache, report.candidates_evaluated, report.cache_hits, report.failures = "hit", 0, 0, {}
+    report.untimed = {}
+    report.search_s = 0.0
+    return report
+
+
+def _from_cache(fn, args, jitted, program, entry, name, t0) -> OptimizedFunction | None:
+    """The cached search as a callable, after one cheap check against jax.jit(fn): outputs on a
+    seeded random input set, within the entry's numerics tier (the float64 reference only
+    when the plain comparison does not settle it). None (with a CacheWarning) if it fails."""
+    try:
+        report = _report_from(entry.report, name)
+        if entry.program is None:
+            report.total_s = time.perf_counter() - t0
+            return OptimizedFunction(fn, jitted, report, None, program)
+        chosen = dataclasses.replace(program, module=parse_module(entry.program, what="cached program"),
+                                     applied=tuple(report.applied), name=name)
+        if dag_hash(chosen) != entry.optimized_hash:
+            raise ValueError("the stored program does not match its hash")
+        call = exported_callable(fn, args, chosen, entry.disabled_passes)
+        user = dispatching(fn, call, program, entry.disabled_passes, jitted)  # what the caller gets
+        reference_fn = jax.jit(fn, keep_unused=True)  # jax.jit(fn) as `lower` traced it: jax's caches hit
+
+        def run(f):
+            def outputs(flat):
+                call_args = jax.tree_util.tree_unflatten(program.in_tree, runtime.to_device(flat))[0]
+                return [np.asarray(x) for x in jax.tree_util.tree_leaves(f(*call_args))]
+            return outputs
+
+        check_cached(program, entry.numerics, run(reference_fn), run(user), "jax.jit's")
+    except Exception as e:  # noqa: BLE001 - a bad entry means: search again
+        warnings.warn(f"shlo_env cache: ignoring the cached search of {name} ({type(e).__name__}: {e}); "
+                      f"searching again", search_cache.CacheWarning, stacklevel=3)
+        return None
+    report.total_s = time.perf_counter() - t0
+    return OptimizedFunction(fn, call, report, chosen, program, fallback=jitted, dispatch=user)
+
+
+def check_cached(program: Program, numerics: str, run_original: Callable, run_chosen: Callable,
+                 what: str = "the original's") -> None:
+    """The cheap check of a cache hit: the chosen program's outputs (`run_chosen(flat inputs)`)
+    against the original's on the seeded random input set `CACHE_CHECK_SEED` (redrawn where the
+    original overflows, as the search's verifier does), within the `numerics` tier the entry
+    was verified in (the float64 reference only when the plain comparison does not settle it).
+    Raises ValueError when they differ."""
+    flat = runtime.random_inputs(program.in_specs, CACHE_CHECK_SEED)
+    want = run_original(flat)
+    if not all_finite(want):  # the search's verifier redraws such sets too (shlo_env.measure.verify)
+        redrawn = finite_redraw(program.in_specs, CACHE_CHECK_SEED, lambda _draw, a: run_original(a))
+        if redrawn is not None:
+            flat, want, _ = redrawn
+    got = run_chosen(flat)
+
+    widened: dict = {}  # float64 outputs of the original, computed once, when the ladder asks
+
+    def refs():
+        if "ref" not in widened:
+            widened["ref"] = runtime.reference_outputs(program, flat)
+        return None if widened["ref"] is None else [widened["ref"]]
+
+    def sensitivities():  # the original's own sensitivity, as the search's verification allows
+        sens = None if widened.get("ref") is None else runtime.reference_outputs(
+            program, flat, perturb_ulps=SENSITIVITY_ULPS)
+        return None if sens is None else [sens]
+
+    cmp = escalate([got], [want], Numerics.parse(numerics), refs, sensitivities, reference_free_first=True)
+    if not cmp.ok:
+        raise ValueError(f"outputs differ from {what}: {cmp.detail}")
+
+
+def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out, threshold,
+            keep_original, t0, timing: TimingPolicy = SEARCH) -> OptimizedFunction:
+    """Build the optimized callable and check it in this process against jax.jit(fn)."""
+    chosen = best.program
+    try:
+        call = exported_callable(fn, args, chosen, best.passes)
+        user = dispatching(fn, call, program, best.passes, jitted)  # what the caller gets: checked, timed
+        call_args = jax.tree_util.tree_unflatten(program.in_tree, runtime.to_device(flat_inputs))[0]
+        got = jax.tree_util.tree_leaves(user(*call_args))
+        want = jax.tree_util.tree_leaves(jitted(*call_args))
+    except Exception as e:  # noqa: BLE001 - any failure here means: keep jax.jit
+        return keep_original(f"could not build the optimized callable: {type(e).__name__}: {e}")
+    ref, sens = reference_out if reference_out is not None else (None, None)
+    cmp = escalate([[np.asarray(g) for g in got]], [[np.asarray(w) for w in want]], best.numerics,
+                   lambda: None if ref is None else [ref], lambda: None if sens is None else [sens])
+    if not cmp.ok:
+        return keep_original(f"final in-process check against jax.jit failed: {cmp.detail}")
+    tier = max(cmp.tier, best.verified)
+    s_jit, s_opt = callable_samples([jitted, user], call_args, timing)
+    t_jit, t_opt = runtime.typical(s_jit), runtime.typical(s_opt)
+    ratio, median = t_opt / t_jit, runtime.median_ratio(s_jit, s_opt)
+    report.baseline_s, report.optimized_s, report.ratio, report.median_ratio = t_jit, t_opt, ratio, median
+    if not accepts(ratio, median, threshold):
+        return keep_original(f"in-process ratio {ratio:.3f} (median per call {median:.3f}) vs jax.jit is "
+                             f"within noise (worker measured {best.ratio:.3f}, median {best.median_ratio:.3f})")
+    report.returned_original = False
+    report.applied = chosen.applied
+    report.disabled_passes = best.passes
+    report.numerics = tier.name
+    report.optimized_hash = best.key
+    c = best.comparison
+    sets = "example args + random sets" if program.example_args is not None else "random sets"
+    report.verification = (f"{tier.name} tier on {sets} in a worker, then against jax.jit in-process"
+                           + (f"; {c.describe()}" if c is not None and c.describe() else ""))
+    report.total_s = time.perf_counter() - t0
+    return OptimizedFunction(fn, call, report, chosen, program, fallback=jitted, dispatch=user)

@@ -1,0 +1,1 @@
+"""Execution: PJRT compile and run, the runner protocol, the isolated worker, XLA actions."""

@@ -1,0 +1,1 @@
+"""The research interface: `Env`, the gym environment and its rewards, episode replay, pictures."""
