@@ -115,7 +115,7 @@ def main() -> None:
             t = time.perf_counter()
             res = optimize_program(program, SearchOptions(strategy=a.strategy, budget_s=budget))
             wall = time.perf_counter() - t
-            phases = ", ".join(f"{k} {v:.1f}" for k, v in getattr(res, "phases", {}).items())
+            phases = ", ".join(f"{p['name']} {p['spent_s']:.1f}" for p in getattr(res, "phases", []))
             cuts = "; ".join(getattr(res, "cuts", ())) or "-"
             print(f"| {name} | {program.num_ops()} | {per_call:.2f} | {budget:.0f} | {wall:.1f} | "
                   f"{wall / budget:.2f} | {res.candidates_evaluated} | {phases or res.reason} | {cuts} |",

@@ -42,7 +42,7 @@ def test_optimize_program_returns_a_verified_faster_rewrite(worker):
     assert res.verification["tier"] == "REASSOCIATE" and res.verification["input_sets"] == 4
     assert res.best["full"] < res.baseline["full"] and res.baseline["async"] is not None
     assert res.cost_best["flops"] < res.cost_original["flops"]
-    rec = res.record()
+    rec = res.to_record()
     json.dumps(rec)  # persisted as JSON
     assert rec["identical"] is False and "program" not in rec
 

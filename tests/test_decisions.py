@@ -9,7 +9,8 @@ import numpy as np
 from shlo_env.execute import runtime
 from shlo_env.measure.numerics import Numerics, compare_one
 from shlo_env.api.optimize import Report
-from shlo_env.search.program_search import ProgramResult, _decide
+from shlo_env.search.acceptance import decide as _decide
+from shlo_env.search.result import ProgramResult
 
 
 def test_median_ratio_pairs_calls_made_side_by_side():

@@ -166,9 +166,12 @@ def test_the_executable_model_ranks_the_compiled_children_and_only_those_are_tim
     assert ctx.evaluator.stats.timed == 1  # top_k=1: the child the executable model calls fastest
 
 
-def test_compiles_beyond_compile_k_stop_when_their_share_of_the_time_is_spent(multi_program):  # noqa: F811
+def test_compiles_beyond_compile_k_stop_when_their_share_of_the_time_is_spent(multi_program, monkeypatch):  # noqa: F811
+    from shlo_env.search import schedule
+
     ctx, _ = make_ctx(multi_program, max_steps=1)
-    lm = Learned(probes=0, compile_k=3, compile_share=1e-9)
+    monkeypatch.setattr(schedule, "COMPILE_RANK", 1e-9)
+    lm = Learned(probes=0, compile_k=3)
     lm.ranker.then._model = Stub()  # type: ignore[attr-defined]
     lm.search(ctx)
     assert lm.info["compiled"] <= 1 < lm.info["costed"]  # the deadline passes at once

@@ -164,7 +164,7 @@ def test_bounds_order_sites_and_skip_the_negligible():
     assert order[0] == hot and all(order.index(s) < order.index(cold) for s in bounds if bounds[s] > bounds[cold])
     kept = region.skip_negligible(bounds)
     assert hot in kept and cold not in kept
-    assert region.skip_negligible(bounds, min_share=0.0) == region.order_sites(bounds)
+    assert region.skip_negligible(bounds, min_time_fraction=0.0) == region.order_sites(bounds)
 
 
 def test_bounds_from_a_measured_profile_put_the_hot_site_first():

@@ -86,14 +86,14 @@ def test_with_no_time_to_confirm_only_a_best_timed_twice_beyond_noise_is_taken()
     search's own two timings decide, beyond twice the noise, and one timing never does."""
     import types
 
-    from shlo_env.search import program_search as runner
+    from shlo_env.search import acceptance as runner
 
     def best(ratio, median, confirmed):
         return types.SimpleNamespace(ratio=ratio, median_ratio=median, confirmed=confirmed)
 
     def decide(b, noise=0.02):
         res = runner.ProgramResult(name="p", strategy="mcts", noise=noise)
-        return runner._timed_twice_beyond_noise(res, b, min_gain=0.02), res
+        return runner.timed_twice_beyond_noise(res, b, min_gain=0.02), res
 
     taken, res = decide(best(0.2, 0.21, True))
     assert taken and "two timings" in res.acceptance
@@ -109,7 +109,7 @@ def test_a_paired_test_cut_by_the_budget_leaves_the_decision_to_the_searchs_two_
     import types
 
     from shlo_env.execute.runners import CandidateError
-    from shlo_env.search import program_search as runner
+    from shlo_env.search import acceptance as runner
 
     class OutOfTime:
         original_key = "original"
@@ -121,10 +121,10 @@ def test_a_paired_test_cut_by_the_budget_leaves_the_decision_to_the_searchs_two_
         return types.SimpleNamespace(key="best", ok=True, ratio=ratio, median_ratio=ratio, confirmed=confirmed)
 
     res = runner.ProgramResult(name="p", strategy="mcts", noise=0.02)
-    assert runner._decide(res, OutOfTime(), best(0.215, True), 4, 0.98, True, min_gain=0.02, allowance_s=1.0)
+    assert runner.decide(res, OutOfTime(), best(0.215, True), 4, 0.98, True, min_gain=0.02, allowance_s=1.0)
     assert "two timings" in res.acceptance
     res = runner.ProgramResult(name="p", strategy="mcts", noise=0.02)
-    assert not runner._decide(res, OutOfTime(), best(0.215, False), 4, 0.98, True, min_gain=0.02, allowance_s=1.0)
+    assert not runner.decide(res, OutOfTime(), best(0.215, False), 4, 0.98, True, min_gain=0.02, allowance_s=1.0)
     assert res.reason.startswith("best candidate could not be timed again (timeout") and "timed once" in res.reason
 
 
@@ -134,9 +134,9 @@ def test_the_final_ratio_is_the_median_of_three_timings(worker, monkeypatch, slo
     (what the bench judges against the profile's medians of three self-timings). One timing that
     says slower (the machine's state changed) does not move it; two of three -> the median
     contradicts the paired test and the original is returned (ratio 1.0)."""
-    from shlo_env.search import program_search as runner
+    from shlo_env.search import acceptance as runner
 
-    real, looks = runner._side_by_side, []
+    real, looks = runner.side_by_side, []
 
     def contradicting(evaluator, w, best, timeout_s):
         base, cand = real(evaluator, w, best, timeout_s)
@@ -144,7 +144,7 @@ def test_the_final_ratio_is_the_median_of_three_timings(worker, monkeypatch, slo
         # the first `slower_looks` timings measure the candidate at twice the original
         return (base, dataclasses.replace(cand, full=2 * base.full)) if len(looks) <= slower_looks else (base, cand)
 
-    monkeypatch.setattr(runner, "_side_by_side", contradicting)
+    monkeypatch.setattr(runner, "side_by_side", contradicting)
     ex = examples.suite(["matmul_chain"])[0]
     p = lower(ex.fn, *ex.args(0), name=ex.name)
     res = optimize_program(p, SearchOptions(strategy="pick-first", budget_s=30), worker=worker)
@@ -165,9 +165,9 @@ def test_a_final_timing_that_fails_keeps_the_ones_taken_before(worker, monkeypat
     """The second of the three final timings fails (a timeout): the first is the reported ratio,
     judged as one timing (`final_timings` 1), and the reason says what happened."""
     from shlo_env.execute.runners import CandidateError
-    from shlo_env.search import program_search as runner
+    from shlo_env.search import acceptance as runner
 
-    real, looks = runner._side_by_side, []
+    real, looks = runner.side_by_side, []
 
     def failing_second(evaluator, w, best, timeout_s):
         looks.append(timeout_s)
@@ -175,7 +175,7 @@ def test_a_final_timing_that_fails_keeps_the_ones_taken_before(worker, monkeypat
             raise CandidateError("timeout", "no answer within 1 s (worker restarted)")
         return real(evaluator, w, best, timeout_s)
 
-    monkeypatch.setattr(runner, "_side_by_side", failing_second)
+    monkeypatch.setattr(runner, "side_by_side", failing_second)
     ex = examples.suite(["matmul_chain"])[0]
     p = lower(ex.fn, *ex.args(0), name=ex.name)
     res = optimize_program(p, SearchOptions(strategy="pick-first", budget_s=30), worker=worker)

@@ -11,7 +11,8 @@ from shlo_env.ir.program import lower
 from shlo_env.search import site_heat
 from shlo_env.search.base import SearchContext
 from shlo_env.search.evaluator import Evaluator
-from shlo_env.search.program_search import _augment_root, _measure_sites
+from shlo_env.search.program_search import _augment_root, measure_sites
+from shlo_env.search.schedule import Schedule
 from shlo_env.execute.runners import InProcess
 from test_search_acceptance import TanhTimesOne  # one site per tanh
 
@@ -28,16 +29,18 @@ def test_the_hot_site_is_tried_first_and_the_cold_one_skipped():
     p = lower(lambda s, a: (jnp.tanh(s), jnp.tanh(a) @ a), small, big, name="hot_and_cold")
     with Evaluator(p, worker=InProcess(), num_random=0) as evaluator:
         ctx = SearchContext(p, [TanhTimesOne()], evaluator, deadline=time.perf_counter() + 60)
-        _augment_root(ctx, time.perf_counter() + 30, [])
-        cuts: list[str] = []
-        order = _measure_sites(ctx, None, compile_s=0.1, call_s=1e-3, budget_s=60, left_s=60, cuts=cuts)
+        plan = Schedule(60.0)
+        plan.calibrate(probe_s=0.1, call_s=1e-3)
+        _augment_root(ctx, time.perf_counter() + 30, plan)
+        order = measure_sites(ctx, None, plan)
+        cuts = plan.cuts()
         exp = ctx.expand(ctx.root)
         assert len(exp.alts) == 2 and not cuts, cuts
         hot = next(i for i, a in enumerate(exp.alts) if "512x512" in str(a.op.operands[0].type))
         cold = 1 - hot
         bounds = ctx.measured(exp)
         # the hot tanh's fusion shares the time with the dot (not its site's kernel): a few per cent
-        assert bounds is not None and bounds[cold] < site_heat.NEGLIGIBLE_SHARE <= bounds[hot], bounds
+        assert bounds is not None and bounds[cold] < site_heat.NEGLIGIBLE_TIME_FRACTION <= bounds[hot], bounds
         assert bounds[hot] > 10 * bounds[cold], bounds
         assert order.startswith("measured: 1 of 2 sites"), order
         assert _sites_tried(ctx, exp) == [hot]  # the cold site is skipped
@@ -45,9 +48,12 @@ def test_the_hot_site_is_tried_first_and_the_cold_one_skipped():
 
 
 def test_no_profile_when_the_budget_cannot_afford_it():
-    assert site_heat.affordable(compile_s=0.2, call_s=1e-3, budget_s=30, left_s=20)[0]
-    ok, why = site_heat.affordable(compile_s=0.5, call_s=4.0, budget_s=30, left_s=20)  # a 4 s call
-    assert not ok and f"{site_heat.PROFILE_SHARE * 30:.1f} s allowed" in why
+    from shlo_env.search import schedule
+
+    plan = schedule.Schedule(30.0)
+    assert plan.profile_allowed(site_heat.profile_cost_s(compile_s=0.2, call_s=1e-3))[0]
+    ok, why = plan.profile_allowed(site_heat.profile_cost_s(compile_s=0.5, call_s=4.0))  # a 4 s call
+    assert not ok and f"{schedule.PROFILE * 30:.1f} s allowed" in why
 
 
 def test_a_site_is_skipped_only_when_measured_and_static_weights_agree_it_is_cold():

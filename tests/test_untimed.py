@@ -16,7 +16,8 @@ import shlo_env as se
 from shlo_env.bench.report import SweepResult, markdown_report
 from shlo_env.execute.runners import CandidateError
 from shlo_env.measure.results_db import ResultsDB, measurement_row
-from shlo_env.search.program_search import ProgramResult, _decide
+from shlo_env.search.acceptance import decide as _decide
+from shlo_env.search.result import ProgramResult
 
 
 def chain(A, B, v):

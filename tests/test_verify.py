@@ -54,7 +54,11 @@ def test_env_is_equivalent_goes_through_its_verifier():
 def test_input_sets_scale_with_the_budget_and_the_program_size():
     import jax
 
-    from shlo_env.measure.verify import MEMORY_CAP, MEMORY_FLOOR, memory_allowance, random_sets_within, set_bytes
+    from shlo_env.measure.verify import random_sets_within, set_bytes
+    from shlo_env.search.schedule import MEMORY_CAP, MEMORY_FLOOR, Schedule
+
+    def memory_allowance(budget_s):
+        return Schedule(budget_s).memory_bytes()
 
     assert memory_allowance(1.0) == MEMORY_FLOOR and memory_allowance(1e6) == MEMORY_CAP
     assert memory_allowance(8.0) < memory_allowance(30.0) <= memory_allowance(60.0)

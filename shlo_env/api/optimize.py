@@ -347,7 +347,7 @@ def store_search(store: search_cache.SearchCache, entry: search_cache.Entry, nam
 def _search(fn, args, jitted, program, t0, options: SearchOptions, progress: bool) -> tuple[OptimizedFunction, bool]:
     """The search proper; also says whether its outcome may be cached (the original ran)."""
     # The search, confirmation and verification are the program-level search; the rest of the
-    # budget (`Budget.hard` onwards, see shlo_env.measure.timing_policy) builds the callable and checks it here.
+    # budget (the schedule's hard deadline onwards, `shlo_env.search.schedule`) builds the callable and checks it here.
     with shared_worker(options.timeout_s) as worker:  # warm across calls (`shlo_env.execute.worker.shared`)
         res = optimize_program(program, options, worker=worker, progress=progress)
     report = Report.from_result(
@@ -367,8 +367,8 @@ def _search(fn, args, jitted, program, t0, options: SearchOptions, progress: boo
         return keep_original(res.error), False
     if res.returned_original:
         return keep_original(res.reason), True
-    # the in-process timing takes as many rounds as the worker's did (`Budget.pair_policy`)
-    timing, _ = options.budget().pair_policy(options.timing, res.baseline.get("full") or 0.0)
+    # the in-process timing takes as many rounds as the worker's did (`Schedule.pair_policy`)
+    timing = res.timing if res.timing is not None else options.timing
     return _finish(fn, args, jitted, program, res.evaluation, report, res.check_inputs, res.check_reference,
                    res.threshold, keep_original, t0, timing), True
 

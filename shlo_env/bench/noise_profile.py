@@ -95,7 +95,7 @@ def measure(programs: list[tuple[str, Program]], *, repeats: int = 20, quantile:
     `timing.default_timeout()`)."""
     from shlo_env.execute import runtime
     from shlo_env.measure.results_db import load_avg
-    from shlo_env.search.program_search import LockedWorker
+    from shlo_env.execute.runners import LockedWorker
     from shlo_env.execute.worker import CandidateError, Worker
 
     own = worker is None

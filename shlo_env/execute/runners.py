@@ -7,7 +7,7 @@ A runner holds named input sets and answers requests on StableHLO text. Three im
 - `InProcess` (below): the same requests in this process (`Env(isolate=False)`): faster, but a
   program that aborts XLA takes the caller with it. The worker's child serves its requests
   with an `InProcess`, so both run the same code.
-- `shlo_env.search.program_search.LockedWorker`: another runner whose timing requests hold a lock.
+- `LockedWorker`: another runner whose timing requests hold a lock.
 
 Every failure a runner reports is a `CandidateError` whose `kind` is a `FailureKind`.
 """
@@ -15,8 +15,10 @@ Every failure a runner reports is a `CandidateError` whose `kind` is a `FailureK
 from __future__ import annotations
 
 import collections
+import contextlib
 import enum
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -205,4 +207,63 @@ def _guard(fn):
         raise CandidateError(FailureKind.RUN, f"{type(e).__name__}: {e}") from e
 
 
-__all__ = ["COMMANDS", "CandidateError", "FailureKind", "InProcess", "Runner"]
+class LockedWorker:
+    """A `Runner` whose timing requests hold `lock` (compiles and verification runs do not):
+    several searches sharing a device never time at the same moment."""
+
+    def __init__(self, worker: Runner, lock: AbstractContextManager):
+        self._worker = worker
+        self._lock = lock
+        self.timeout_s = worker.timeout_s
+
+    @property
+    def worker(self) -> Runner:
+        """The runner whose timings this one locks."""
+        return self._worker
+
+    def like(self, worker: Runner) -> "LockedWorker":
+        """`worker`, its timings holding this one's lock."""
+        return LockedWorker(worker, self._lock)
+
+    def turn(self) -> AbstractContextManager:
+        """The wrapped runner's turn (`Worker.turn`), where it has one."""
+        turn = getattr(self._worker, "turn", None)
+        return turn() if turn is not None else contextlib.nullcontext()
+
+    def set_inputs(self, key: str, arrays: Sequence[np.ndarray]) -> None:
+        self._worker.set_inputs(key, arrays)
+
+    def drop_inputs(self, keys: Sequence[str]) -> None:
+        drop = getattr(self._worker, "drop_inputs", None)
+        if drop is not None:
+            drop(keys)
+
+    def run(self, text: str, input_key: str, disabled_passes: Sequence[str] = (),
+            timeout_s: float | None = None) -> list[np.ndarray]:
+        return self._worker.run(text, input_key, disabled_passes, timeout_s)
+
+    def reference(self, text: str, input_key: str, timeout_s: float | None = None,
+                  perturb_ulps: float = 0.0) -> list[np.ndarray] | None:
+        return self._worker.reference(text, input_key, timeout_s, perturb_ulps)
+
+    def time(self, texts: Sequence[str], input_key: str, timing: TimingPolicy = QUICK,
+             disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> list[runtime.Timing]:
+        with self._lock:
+            return self._worker.time(texts, input_key, timing, disabled_passes, timeout_s)
+
+    def time_each(self, items: Sequence[tuple[str, Sequence[str]]], input_key: str,
+                  timing: TimingPolicy = QUICK, timeout_s: float | None = None) -> list[runtime.Timing]:
+        with self._lock:
+            return self._worker.time_each(items, input_key, timing, timeout_s)
+
+    def cost(self, text: str, disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> dict:
+        return self._worker.cost(text, disabled_passes, timeout_s)
+
+    def optimized_hlo(self, text: str, disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> str:
+        return self._worker.optimized_hlo(text, disabled_passes, timeout_s)
+
+    def close(self) -> None:
+        self._worker.close()
+
+
+__all__ = ["COMMANDS", "CandidateError", "FailureKind", "InProcess", "LockedWorker", "Runner"]

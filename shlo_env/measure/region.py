@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from shlo_env.measure.kernel_profile import Profile
 
 #: Sites whose kernels hold less than this share of the profiled time are not worth a candidate.
-NEGLIGIBLE_SHARE = 0.005
+NEGLIGIBLE_TIME_FRACTION = 0.005
 #: Region timings: milliseconds each, so more rounds than the whole program's quick policy.
 REGION_TIMING = TimingPolicy(runs=20, warmup=3, min_seconds=0.05)
 #: How far back from its roots a site's matched ops are looked for (patterns are local).
@@ -386,9 +386,9 @@ def order_sites(bounds: Mapping[int, float]) -> list[int]:
     return sorted(bounds, key=lambda s: (-bounds[s], s))
 
 
-def skip_negligible(bounds: Mapping[int, float], min_share: float = NEGLIGIBLE_SHARE) -> list[int]:
-    """The sites (by decreasing bound) whose kernels hold at least `min_share` of the time."""
-    return [s for s in order_sites(bounds) if bounds[s] >= min_share]
+def skip_negligible(bounds: Mapping[int, float], min_time_fraction: float = NEGLIGIBLE_TIME_FRACTION) -> list[int]:
+    """The sites (by decreasing bound) whose kernels hold at least `min_time_fraction` of the time."""
+    return [s for s in order_sites(bounds) if bounds[s] >= min_time_fraction]
 
 
 # --- regions -----------------------------------------------------------------------------------
@@ -1094,7 +1094,7 @@ def evaluate_regions_on(executor, candidates: Sequence[Candidate],
     return results
 
 
-__all__ = ["COMPILES_PER_ROUND", "Candidate", "NEGLIGIBLE_SHARE", "REGION_TIMING", "Region", "RegionCutter",
+__all__ = ["COMPILES_PER_ROUND", "Candidate", "NEGLIGIBLE_TIME_FRACTION", "REGION_TIMING", "Region", "RegionCutter",
            "RegionError", "RegionResult",
            "baseline", "boundary_inputs", "boundary_program", "boundary_values", "check_profile",
            "cut_region", "cut_regions", "evaluate_regions", "evaluate_regions_on", "module_of", "order_sites",

@@ -36,7 +36,7 @@ random set the same way (`finite_redraw`).
 
 Memory: the sets, the original's outputs on them and its float64 references are what a search
 of a large model holds (a 136M-parameter model: about 0.5 GB per input set, in this process and
-again in the worker). `memory_allowance(budget_s)` bounds them, and `random_sets_within` cuts
+again in the worker). `search.schedule.Schedule.memory_bytes` bounds them, and `random_sets_within` cuts
 the number of random sets to fit (at least one); `Verifier.release` frees them, and the
 worker's copies, when the search ends.
 
@@ -88,22 +88,8 @@ class Draw(NamedTuple):
 REDRAWS = (Draw(0.1), Draw(0.01), Draw(10.0), Draw(1.0, nonnegative=True), Draw(0.1, nonnegative=True),
            Draw(1.0, nonnegative=True, int_max=1))
 
-# Bytes of input sets and the original's outputs (float64 references included) one search may
-# hold: MEMORY_PER_BUDGET_S per second of budget, within [MEMORY_FLOOR, MEMORY_CAP]. Corpus
-# programs hold kilobytes; only large models are cut.
-MEMORY_PER_BUDGET_S = 32 << 20
-MEMORY_FLOOR = 256 << 20
-MEMORY_CAP = 2 << 30
-
 NOTHING_TO_COMPARE = ("the original's float outputs are NaN or Inf everywhere on every input set: "
                       "a candidate cannot be told apart from it")
-
-
-def memory_allowance(budget_s: float | None) -> int:
-    """Bytes of verification data a search with `budget_s` seconds may hold (None: the cap)."""
-    if budget_s is None or not budget_s > 0:
-        return MEMORY_CAP
-    return int(min(MEMORY_CAP, max(MEMORY_FLOOR, budget_s * MEMORY_PER_BUDGET_S)))
 
 
 def _nbytes(specs) -> int:
@@ -354,5 +340,5 @@ class Verifier:
 
 
 __all__ = ["NOTHING_TO_COMPARE", "REDRAWS", "Draw", "Verifier", "all_finite", "escalate", "finite_redraw",
-           "informative", "memory_allowance", "random_sets_within",
+           "informative", "random_sets_within",
            "set_bytes"]

@@ -44,11 +44,8 @@ from shlo_env.measure.noise_thresholds import accepts
 from shlo_env.search import option_screen, site_heat
 from shlo_env.search.evaluator import Evaluation, Evaluator, Keyed
 from shlo_env.search.passes import describe
+from shlo_env.search.schedule import Schedule
 from shlo_env.execute.xla_options import Action, SetOption, normalize
-
-#: Of the search's time left, the most one state's augment may take (a 2.8k-op train step took
-#: about 7 s under load); the matches found by then are its decisions.
-CHILD_AUGMENT_SHARE = 0.2
 
 # --- states and decisions -----------------------------------------------------------------------
 
@@ -285,7 +282,7 @@ class SearchCaches:
         self.children: dict[tuple, State | None] = {}
         self.steps: dict[str, tuple[str, str]] = {}
         self.expansions = 0  # programs augmented
-        self.augments_cut = 0  # of them, stopped by their deadline (`CHILD_AUGMENT_SHARE`)
+        self.augments_cut = 0  # of them, stopped by their deadline (`Schedule.child_augment_s`)
         self.apply_failures = 0
 
 
@@ -370,7 +367,7 @@ class SearchContext:
             # one state's matching must not eat the search: a share of the time left (the
             # matches found by then are recorded; the root's augment has its own share)
             stats = AugmentStats()
-            deadline = time.perf_counter() + CHILD_AUGMENT_SHARE * max(0.0, self.time_left())
+            deadline = time.perf_counter() + Schedule.child_augment_s(self.time_left())
             augmented = augment(state.program, list(self.patterns), stats=stats, deadline=deadline)
             alts = list_alternatives(augmented)
             c.augmented[state.hash] = (augmented, alts)
@@ -405,7 +402,7 @@ class SearchContext:
 
     def hot_order(self, exp: Expansion) -> list[int]:
         """The dimensions, hottest first: by measured bound when the state was profiled
-        (rewrite sites below `site_heat.NEGLIGIBLE_SHARE` left out, toggles after them), else
+        (rewrite sites below `site_heat.NEGLIGIBLE_TIME_FRACTION` left out, toggles after them), else
         by the static estimate."""
         static = self.heat(exp)
         bounds = self.measured(exp)
@@ -424,11 +421,11 @@ class SearchContext:
         """Each rewrite taken at all its sites at once (`sweep_vectors`): those that paid at an
         earlier step first (`paid`, best first), then the hottest when `hot_first` (by measured
         bound, summed over the sites, when the state was profiled: a sweep below
-        `site_heat.NEGLIGIBLE_SHARE` is skipped), else in program order."""
+        `site_heat.NEGLIGIBLE_TIME_FRACTION` is skipped), else in program order."""
         bounds = self.measured(exp) if hot_first else None
         vecs = list(sweep_vectors(exp.dims, (bounds or self.heat(exp)) if hot_first else None))
         if bounds is not None:
-            vecs = [v for v in vecs if sum(bounds[i] for i, c in enumerate(v) if c) >= site_heat.NEGLIGIBLE_SHARE]
+            vecs = [v for v in vecs if sum(bounds[i] for i, c in enumerate(v) if c) >= site_heat.NEGLIGIBLE_TIME_FRACTION]
 
         def paid(vec: list[int]) -> float:
             return self.run.paid.get(sweep_label(exp, vec), math.inf)

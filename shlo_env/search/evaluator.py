@@ -234,7 +234,7 @@ class Evaluator:
     take: a request still running then is abandoned (the worker is restarted) and its state
     is not cached, so a budget is honored even when one compile is slow.
 
-    `max_bytes` bounds the verification data (`shlo_env.measure.verify.memory_allowance`: fewer random
+    `max_bytes` bounds the verification data (`Schedule.memory_bytes`: fewer random
     input sets for a large program). `close()` frees the input sets and the original's
     references, here and in the worker.
     """

@@ -11,7 +11,7 @@ pays only once a later one applies).
 Ranker (`shlo_env.search.rankers.Cascade`): the graph network (`learn.model`, no compile)
 ranks every child; the `compile_k` it ranks best, then the chain's states (it cannot rank
 those), then the rest in its order are compiled (no run) and ranked again by the executable
-model (`learn.exe_model`, over XLA's optimized HLO) until `compile_share` of the time left is
+model (`learn.exe_model`, over XLA's optimized HLO) until `Schedule.compile_rank_s` of the time left is
 spent (`compile_k=0`: the graph network alone). A rewrite of a loop or a window reduction
 (`rankers.touches_blind_ops`: a static graph counts a loop body once) gets unbounded
 uncertainty and is not compiled: the acquisition rule times it first, before the cascade
@@ -43,7 +43,7 @@ class Learned(CostModel):
     name = "learned"
 
     def __init__(self, top_k: int = 1, looks: int = 2, probes: int = 3, max_candidates: int = 24,
-                 compile_k: int = 4, compile_share: float = 0.5, weights=None, unsure: float | None = None,
+                 compile_k: int = 4, weights=None, unsure: float | None = None,
                  exe_weights=None, exe_unsure: float | None = None, **aim):
         hot = aim.get("hot_first", True)
         rewrites = sources.singles(hot, rewrites_only=True)
@@ -53,7 +53,7 @@ class Learned(CostModel):
         graph = GraphNetwork(weights, unsure)
         ranker: Ranker = graph
         if compile_k > 0:
-            ranker = Cascade(graph, ExecutableModel(exe_weights, exe_unsure), compile_k, compile_share)
+            ranker = Cascade(graph, ExecutableModel(exe_weights, exe_unsure), compile_k)
         super().__init__(top_k=top_k, max_candidates=max_candidates, ranker=ranker, source=source,
                          chain=compile_k > 0, looks=looks, cheap=graph if compile_k > 0 else None, **aim)
 

@@ -21,7 +21,7 @@ value is backed up into N and Q of every (node, dimension, chosen choice) on the
 After `budget` simulations the search acts: at the root, the most visited choice per dimension
 forms the action; the root moves to that child (keeping its subtree) and the budget for the
 next step is multiplied by `decay` (at least `min_budget`): the budget decays per step. A step
-also acts once it has used `step_share` of the time left when it began, so that a slow program
+also acts once it has used `Schedule.step_s` of the time left when it began, so that a slow program
 (seconds per candidate) still gets a second step, where rewrites that build on the first
 (a pattern inside a loop body the first step unrolled) are found. Such a step acts with the
 joint action whose state measured best (`act_best_child`), since its visit counts say little. It
@@ -53,6 +53,7 @@ from shlo_env.search.base import (
 )
 from shlo_env.search import sources
 from shlo_env.search.evaluator import Evaluation
+from shlo_env.search.schedule import Schedule
 
 C1 = 1.25
 C2 = 19652.0
@@ -128,9 +129,8 @@ class FactorizedMCTS(Strategy):
 
     def __init__(self, budget: int = 32, decay: float = 0.5, min_budget: int = 4, rollout_depth: int = 1,
                  c1: float = C1, c2: float = C2, pass_prob: float = 0.1, seed_pick_first: bool = True,
-                 seed_hot: int = 3, seed_sweeps: int = 2, step_share: float = 0.5, **aim):
+                 seed_hot: int = 3, seed_sweeps: int = 2, **aim):
         super().__init__(**aim)
-        self.step_share = step_share
         self.seed_hot, self.seed_sweeps = seed_hot, seed_sweeps
         self.budget, self.decay, self.min_budget = budget, decay, min_budget
         self.rollout_depth = rollout_depth
@@ -261,7 +261,7 @@ class FactorizedMCTS(Strategy):
             if root.terminal or ctx.out_of_time():
                 break
             done = 0
-            step_end = time.perf_counter() + self.step_share * ctx.time_left()
+            step_end = time.perf_counter() + Schedule.step_s(ctx.time_left())
 
             def go_on() -> bool:
                 return done < budget and not ctx.out_of_time() and (done == 0 or time.perf_counter() < step_end)

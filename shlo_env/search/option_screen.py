@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from shlo_env.execute import xla_options
 from shlo_env.search.passes import normalize
+from shlo_env.search.schedule import Schedule
 from shlo_env.measure.timing_policy import TimingPolicy
 from shlo_env.execute.worker import CandidateError
 
@@ -90,7 +91,7 @@ def _timeout(ctx: SearchContext) -> float | None:
 SCREEN_TIMING = TimingPolicy(runs=5, warmup=2, min_seconds=0.05)
 
 
-def screen(ctx: SearchContext, *, share: float = 0.35, first_chunk: int = 1, timing: TimingPolicy = SCREEN_TIMING,
+def screen(ctx: SearchContext, *, first_chunk: int = 1, timing: TimingPolicy = SCREEN_TIMING,
            verify_top: int = 2) -> Screen:
     """Screen the option actions offered at the root (see the module docstring); `start` is
     the best verified option state that beats the noise threshold, if any."""
@@ -101,7 +102,7 @@ def screen(ctx: SearchContext, *, share: float = 0.35, first_chunk: int = 1, tim
     if not tokens or ctx.out_of_time():
         return out
     t0 = time.perf_counter()
-    allowance = share * ctx.time_left()
+    allowance = Schedule.option_screen_s(ctx.time_left())
     ev = ctx.evaluator
     key = ev.verifier.keys[0]  # the search's set 0, already in the worker
     base = (ev.baseline_text, ev.disabled_passes)

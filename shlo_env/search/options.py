@@ -27,7 +27,7 @@ from typing import Any
 
 from shlo_env.measure.noise_thresholds import NoiseModel
 from shlo_env.search.base import Strategy
-from shlo_env.measure.timing_policy import SEARCH, Budget, TimingPolicy
+from shlo_env.measure.timing_policy import SEARCH, TimingPolicy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,9 +132,8 @@ class SearchOptions:
         "keyword options for the strategy (e.g. {\"alpha\": 1.0} for beam; a JSON object on the "
         "command line).", result=True, flag="--strategy-options", type=_json_object, metavar="JSON"))
     budget_s: float = dataclasses.field(default=60.0, metadata=about(
-        "wall-clock budget in seconds, split as `shlo_env.measure.timing_policy.Budget` says: the search stops at "
-        "`Budget.search` of it, no worker request runs past `Budget.hard`; confirmation and the "
-        "final measurement follow.", result=True, flag="--budget", type=float, metavar="SECONDS"))
+        "wall-clock budget in seconds, split by one schedule (`shlo_env.search.schedule`): fixed "
+        "phases, the search, its acceptance and the final measurement; the report says where it went.", result=True, flag="--budget", type=float, metavar="SECONDS"))
     max_steps: int = dataclasses.field(default=6, metadata=about(
         "augment-decide-apply rounds a strategy may take.", result=True, flag="--max-steps", type=int))
     num_random: int = dataclasses.field(default=3, metadata=about(
@@ -190,9 +189,6 @@ class SearchOptions:
         "how each side-by-side measurement is taken (`shlo_env.measure.timing_policy.TimingPolicy`).", result=True))
     name: str | None = dataclasses.field(default=None, metadata=about(
         "the name in the result (default: the program's or the function's).", result=False, flag="--name"))
-
-    def budget(self) -> Budget:
-        return Budget(self.budget_s)
 
     def with_(self, **changes) -> "SearchOptions":
         """A copy with `changes` (checked: an unknown name is a TypeError naming the known ones)."""

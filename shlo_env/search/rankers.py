@@ -29,6 +29,7 @@ import numpy as np
 
 from shlo_env.learn import observe
 from shlo_env.measure.roofline import cost_seconds
+from shlo_env.search.schedule import Schedule
 
 if TYPE_CHECKING:
     from shlo_env.search.base import Expansion, SearchContext, State
@@ -231,14 +232,14 @@ class ExecutableModel(LearnedRanker):
 class Cascade:
     """Two rankers, cheapest first: `first` ranks every child; `then` (an `ExecutableModel`)
     ranks again, by compiling, the `k` children `first` ranks best, then those `first` has no
-    estimate for (a chain's deeper states), then the rest in `first`'s order, until `share`
-    of the time left is spent (compiles must not eat the budget the timings need). Children
+    estimate for (a chain's deeper states), then the rest in `first`'s order, until
+    `Schedule.compile_rank_s` of the time left is spent (compiles must not eat the budget the timings need). Children
     with unbounded uncertainty are left to `first` (the acquisition rule times them anyway:
     nothing to compile for). Where `then` ranked, its prediction stands; other children get
     none. If `then` ranked nothing (the state does not compile, no time), `first`'s stand."""
 
-    def __init__(self, first: GraphNetwork, then: ExecutableModel, k: int = 4, share: float = 0.5):
-        self.first, self.then, self.k, self.share = first, then, k, share
+    def __init__(self, first: GraphNetwork, then: ExecutableModel, k: int = 4):
+        self.first, self.then, self.k = first, then, k
         self.compiled = 0
 
     def rank(self, ctx: SearchContext, exp: Expansion, children: list[tuple[list[int], State]]) -> list[Prediction]:
@@ -249,7 +250,7 @@ class Cascade:
         ranked = sorted((i for i in seen if math.isfinite(cheap[i].ratio)), key=lambda i: cheap[i].ratio)
         blank = [i for i in seen if not math.isfinite(cheap[i].ratio)]
         order = ranked[:self.k] + blank + ranked[self.k:]
-        until = time.perf_counter() + self.share * ctx.time_left()
+        until = time.perf_counter() + Schedule.compile_rank_s(ctx.time_left())
         costly = self.then.rank(ctx, exp, children, only=order, until=until)
         scored = [i for i, p in enumerate(costly) if math.isfinite(p.ratio)]
         self.compiled += len(scored)

@@ -8,9 +8,9 @@ out as a small module, before and after timed side by side in milliseconds), and
 program evaluations only on what won there:
 
 1. **Where the time is.** One profile of the original (`region.baseline` of the augmented
-   root), when its estimated cost fits `profile_share` of the time left, gives each site's
+   root), when its estimated cost fits `Schedule.region_profile_s` of the time left, gives each site's
    bound (`region.site_bounds`: the share of the kernels it touches); sites are taken by
-   decreasing bound and those under `min_share` are skipped. Without one the sites are cut
+   decreasing bound and those under `min_time_fraction` are skipped. Without one the sites are cut
    without kernels (fusible neighbours), ordered by the runner's measured bounds when it
    profiled the original to order its sites (`SearchContext.hot_order`: the cold ones left
    out), else by site heat (`SearchContext.heat`).
@@ -40,7 +40,7 @@ program evaluations only on what won there:
    effects, a failed cut or region run) is judged on the whole program instead: its singles
    are evaluated like any whole candidate, and one that passes the acceptance rule joins the
    winners. These sites come last (step 2), and stop where the sweeps' time begins.
-5. **Sweeps.** When every site is judged, or when only `sweep_share` of the time after the
+5. **Sweeps.** When every site is judged, or when only `Schedule.sweeps_s` of the time after the
    profile is left (judging and assembly stop there), each rewrite taken at all its sites at
    once (`SearchContext.sweeps`; not those a winner led) is added to the current state and
    judged on the whole program like a winner: a gain spread
@@ -67,6 +67,7 @@ from shlo_env.measure.region import Candidate, Region, RegionError, RegionResult
 from shlo_env.execute.runners import CandidateError
 from shlo_env.search.base import Expansion, SearchContext, State, Strategy, register_strategy, sweep_label
 from shlo_env.search.evaluator import Evaluation
+from shlo_env.search.schedule import Schedule
 
 #: Estimated seconds to compile one StableHLO op in-process (the profile's compile), measured
 #: under load on the 2-core dev machine (4,531 ops: about 20 s).
@@ -87,9 +88,9 @@ class Winner(NamedTuple):
 class Regional(Strategy):
     name = "regional"
 
-    def __init__(self, batch: int = 8, min_share: float = region.NEGLIGIBLE_SHARE, local_gain: float = 0.02,
-                 profile: bool | None = None, profile_share: float = 0.35, boundary: bool = False,
-                 executor: Any = None, max_ops: int = 150, sweep_share: float = 0.3,
+    def __init__(self, batch: int = 8, min_time_fraction: float = region.NEGLIGIBLE_TIME_FRACTION, local_gain: float = 0.02,
+                 profile: bool | None = None, boundary: bool = False,
+                 executor: Any = None, max_ops: int = 150,
                  compile_helpers: int | None = None, **aim):
         """`profile`: None (when affordable), True (always), False (never). `boundary`: region
         inputs from one compile of the original with the boundaries as outputs (exact values)
@@ -97,7 +98,6 @@ class Regional(Strategy):
         executor to fan region compiles out over (default: the evaluator's worker). Regions
         of more than `max_ops` ops, constants not counted (slow to compile), wait until every
         smaller one is judged.
-        `sweep_share`: of the time left after the profile, kept for the sweeps (step 5).
         `compile_helpers`: worker processes besides the evaluator's that compile regions at the
         same time as it (timings stay one at a time, with no compile running); None: one on a
         CPU machine of two or more cores when the evaluator's runner is a worker process."""
@@ -106,17 +106,13 @@ class Regional(Strategy):
             raise ValueError(f"batch must be at least 1, got {batch}")
         if not 0 <= local_gain < 1:
             raise ValueError(f"local_gain must be in [0, 1), got {local_gain}")
-        if not 0 <= sweep_share < 1:
-            raise ValueError(f"sweep_share must be in [0, 1), got {sweep_share}")
         self.batch = batch
-        self.min_share = min_share
+        self.min_time_fraction = min_time_fraction
         self.local_gain = local_gain
         self.profile = profile
-        self.profile_share = profile_share
         self.boundary = boundary
         self.executor = executor
         self.max_ops = max_ops
-        self.sweep_share = sweep_share
         if compile_helpers is not None and compile_helpers < 0:
             raise ValueError(f"compile_helpers must be at least 0, got {compile_helpers}")
         self.compile_helpers = compile_helpers
@@ -144,7 +140,7 @@ class Regional(Strategy):
         self.info["sites"] = len(sites)
         state, ratio = start, self.start_ratio(ctx, start)
         vec = [0] * len(exp.dims)
-        self.reserve = self.sweep_share * ctx.time_left()  # the sweeps' (step 5)
+        self.reserve = Schedule.sweeps_s(ctx.time_left())  # the sweeps' (step 5)
         self.helpers = self._start_helpers(ctx)
         try:
             for todo, defer in ((sites, True), (self.deferred, False)):
@@ -165,6 +161,7 @@ class Regional(Strategy):
         counts["whole_candidates"] = ctx.evaluator.stats.evaluated - evaluated0
         elapsed = time.perf_counter() - t0
         self.info.update(counts, search_s=round(elapsed, 2), spent_s={k: round(v, 2) for k, v in self.spent.items()},
+                         region_s=round(self.region_cost[0], 3),
                          per_minute=round(60 * (counts["region_candidates"] + counts["whole_candidates"])
                                           / max(elapsed, 1e-9), 1))
         return ctx.best
@@ -195,7 +192,7 @@ class Regional(Strategy):
     def _start_helpers(self, ctx: SearchContext) -> list[Any]:
         """The compile helpers (see `__init__`), started now: their jax import overlaps the cut."""
         from shlo_env.execute import runtime
-        from shlo_env.search.program_search import LockedWorker
+        from shlo_env.execute.runners import LockedWorker
         from shlo_env.execute.worker import Worker
 
         runner = ctx.evaluator.worker
@@ -224,7 +221,7 @@ class Regional(Strategy):
         call_s = ctx.evaluator.baseline_s if ctx.evaluator.baseline_s > 0 else 0.0
         estimate = COMPILE_S_PER_OP * ctx.original.num_ops() + 6 * call_s
         self.info["profile_estimate_s"] = round(estimate, 2)
-        if self.profile is None and estimate > self.profile_share * ctx.time_left():
+        if self.profile is None and estimate > Schedule.region_profile_s(ctx.time_left()):
             self.info["profile"] = f"skipped: about {estimate:.1f} s of {ctx.time_left():.1f} s left"
             return None
         from shlo_env.measure.kernel_profile import profile_program
@@ -244,7 +241,7 @@ class Regional(Strategy):
         """Sites to judge, best bound first, and each site's bound (a time share)."""
         if prof is not None:
             bounds = region.site_bounds(prof, aug)
-            return region.skip_negligible(bounds, self.min_share), bounds
+            return region.skip_negligible(bounds, self.min_time_fraction), bounds
         measured = ctx.measured(exp)  # the runner's profile, when it took one: kernel shares
         if measured is not None:
             self.info["order"] = "measured (the runner's profile)"

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from jaxlib.mlir import ir
 
 from shlo_env.rewrite.driver import walk_ops
-from shlo_env.measure.region import NEGLIGIBLE_SHARE  # measured sites below this share are not tried
+from shlo_env.measure.region import NEGLIGIBLE_TIME_FRACTION  # measured sites below this share are not tried
 from shlo_env.ir.tensor_types import UnsupportedType, nbytes, num_elements
 
 PEAK_FLOPS = 50e9  # nominal CPU rates: only their ratio (flops per byte) affects the order
@@ -210,29 +210,17 @@ def hot_order(weights: Sequence[float]) -> list[int]:
 # (`region.site_bounds`). One profiled run set of the original gives every root site that
 # bound, as a share of the run time: it orders the sites better than the static estimate
 # above, and shows the sites not worth a candidate. It costs a compile in this process and
-# `PROFILE_WARMUP + PROFILE_RUNS` traced calls, so it is taken only when that fits the budget
-# (`affordable`); the static weights are the fallback, and the order among equal bounds.
+# `PROFILE_WARMUP + PROFILE_RUNS` traced calls, so it is taken only when the schedule allows
+# (`Schedule.profile_allowed`); the static weights are the fallback, and the order among equal bounds.
 
 PROFILE_RUNS = 5
 PROFILE_WARMUP = 1
 TRACE_OVERHEAD = 2.0  # a traced call takes up to this many untraced calls
-#: Of the budget a profile may take. At 0.1 the haiku ResNet18 train step (a 6.3 s profile at
-#: budget 60) went unprofiled and its static order missed the slow small-map convolutions.
-PROFILE_SHARE = 0.15
 
 
 def profile_cost_s(compile_s: float, call_s: float) -> float:
     """Seconds one profile of a program takes: its compile and its traced calls."""
     return compile_s + (PROFILE_WARMUP + PROFILE_RUNS) * TRACE_OVERHEAD * call_s
-
-
-def affordable(compile_s: float, call_s: float, budget_s: float, left_s: float) -> tuple[bool, str]:
-    """Whether a profile fits `PROFILE_SHARE` of the budget and the time left; the reason if not."""
-    cost = profile_cost_s(compile_s, call_s)
-    allowed = min(PROFILE_SHARE * budget_s, left_s)
-    if cost <= allowed:
-        return True, ""
-    return False, f"a profile of the original takes about {cost:.1f} s, {allowed:.1f} s allowed"
 
 
 def measured_weights(augmented, num_sites: int, inputs=None) -> list[float]:
@@ -249,11 +237,11 @@ def measured_weights(augmented, num_sites: int, inputs=None) -> list[float]:
 
 
 def measured_order(bounds: Sequence[float], static: Sequence[float],
-                   min_share: float = NEGLIGIBLE_SHARE) -> list[int]:
+                   min_time_fraction: float = NEGLIGIBLE_TIME_FRACTION) -> list[int]:
     """Indices by decreasing measured bound (the static weight breaks ties), leaving out those
-    below `min_share` of the run time on both counts: the measured bound and the static
+    below `min_time_fraction` of the run time on both counts: the measured bound and the static
     estimate's share of all sites. Both must agree, because a site's matched ops can miss the
     kernel that holds its time: `examples/quadratic_form`'s reassociation (25x) measured 0.07 %."""
     total = sum(static) or 1.0
-    keep = [i for i in range(len(bounds)) if bounds[i] >= min_share or static[i] / total >= min_share]
+    keep = [i for i in range(len(bounds)) if bounds[i] >= min_time_fraction or static[i] / total >= min_time_fraction]
     return sorted(keep, key=lambda i: (-bounds[i], -static[i]))

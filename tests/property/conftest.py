@@ -1,7 +1,7 @@
-"""Session tally of the random-program equivalence tests (tests/property/test_random_programs.py).
+"""Tally of the random-program equivalence tests (tests/property/test_random_programs.py).
 
-Tests add to `TALLY` through the session fixture `tally`; the totals are printed at the end of
-the run (`pytest -s` not needed: they go to the terminal summary).
+Tests add to `TALLY` through the fixture `tally` (one for pytest's whole run); the totals are
+printed at the end of the run (`pytest -s` not needed: they go to the terminal summary).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ _START: list[float] = []
 
 
 class Tally:
-    """The session counters, as the tests see them."""
+    """The whole run's counters, as the tests see them."""
 
     counts = TALLY
     patterns = PATTERNS_RECORDED

@@ -11,7 +11,7 @@ adversarial ones: NaN, Inf, -0, extremes). The StableHLO reference interpreter i
 XLA compiles every rewritten program.
 
 A pattern that raises or builds invalid IR fails the test too (PatternWarning is an error here).
-The totals are printed at the end of the session (tests/property/conftest.py).
+The totals are printed at the end of pytest's run (tests/property/conftest.py).
 """
 
 from __future__ import annotations

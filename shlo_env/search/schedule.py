@@ -1,0 +1,274 @@
+"""One schedule per program search: every deadline and share of the budget, and where it went.
+
+A `Schedule` is built once per `optimize_program` call from the budget, the program's size and
+the machine, and calibrated by the probe (the original's compile and first call). Every phase of
+the search asks it for its time, and every strategy asks it for the time of its own steps; no
+other module holds a budget fraction (`tests/test_schedule.py` checks that). It records what each
+phase was given, what it spent and what it cut, for the report (`ProgramResult.phases`).
+
+The shares, in one table (fractions of the whole budget unless the name says otherwise):
+
+| share | of | for |
+|---|---|---|
+| `FIXED` 0.40 | budget | probe, originals, noise, augment and profile together: the noise and the profile take what the others leave |
+| `ORIGINALS` 0.05 | budget | the original's runs on the random input sets |
+| `PAIR` 0.05 | budget | one side-by-side timing of two programs |
+| `NOISE` 0.10 | budget | the original timed against itself |
+| `AUGMENT` 0.10 | budget | matching the patterns on the original |
+| `PROFILE` 0.15 | budget | one profile of the original (site order) |
+| `SEARCH_END` 0.75 | budget | the search proposes no candidate past this |
+| `HARD` 0.85 | budget | no worker request of the search or its acceptance runs past this |
+| `ACCEPT_MAX` 0.30 | budget | the most the search leaves for the paired test |
+| `ACCEPT_OF_LEFT` 0.80 | time left before `HARD` | the paired test (the rest: the check's reference) |
+| `CHILD_AUGMENT` 0.20 | search time left | matching the patterns on one searched state |
+| `REGION_PROFILE` 0.35 | search time left | the regional strategy's profile |
+| `SWEEPS` 0.30 | search time left after the profile | the regional strategy's sweeps |
+| `STEP` 0.50 | search time left | one MCTS step before it acts |
+| `COMPILE_RANK` 0.50 | search time left | the learned strategy's ranking by compiled executables |
+| `OPTION_SCREEN` 0.35 | search time left | screening XLA options before the rewrites |
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import time
+from collections.abc import Iterator
+
+from shlo_env.measure.timing_policy import TimingPolicy, policy_seconds
+
+FIXED = 0.40
+ORIGINALS = 0.05
+PAIR = 0.05
+NOISE = 0.10
+AUGMENT = 0.10
+PROFILE = 0.15
+SEARCH_END = 0.75
+HARD = 0.85
+ACCEPT_MAX = 0.30
+ACCEPT_OF_LEFT = 0.80
+RESERVE_MAX = 0.25  # of the budget: kept after the search for confirming and measuring the winner
+CHILD_AUGMENT = 0.20
+REGION_PROFILE = 0.35
+SWEEPS = 0.30
+STEP = 0.50
+COMPILE_RANK = 0.50
+OPTION_SCREEN = 0.35
+#: A program whose compile takes this long (seconds) has its float64 references computed on a
+#: thread while the patterns match and the profile runs (the worker is idle then).
+PREFETCH_COMPILE_S = 1.0
+#: Verification data (input sets, the original's outputs, float64 references) a search may hold:
+#: this many bytes per budget second, within floor and cap. Corpus programs hold kilobytes; only
+#: large models are cut.
+MEMORY_PER_BUDGET_S = 32 << 20
+MEMORY_FLOOR = 256 << 20
+MEMORY_CAP = 2 << 30
+#: The phases before the search, whose sum `FIXED` bounds.
+FIXED_PHASES = ("probe", "originals", "noise", "augment", "profile")
+
+
+@dataclasses.dataclass
+class PhaseRecord:
+    """What one phase was given (seconds; nan: bounded only by a deadline), spent, and cut."""
+
+    name: str
+    given_s: float = math.nan
+    spent_s: float = 0.0
+    cut: str = ""
+
+    def to_record(self) -> dict:
+        return {"name": self.name, "given_s": None if math.isnan(self.given_s) else round(self.given_s, 3),
+                "spent_s": round(self.spent_s, 3), "cut": self.cut}
+
+    @classmethod
+    def from_record(cls, d: dict) -> "PhaseRecord":
+        given = d.get("given_s")
+        return cls(d["name"], math.nan if given is None else float(given), float(d.get("spent_s", 0.0)),
+                   d.get("cut", ""))
+
+    def __str__(self) -> str:
+        given = "" if math.isnan(self.given_s) else f" of {self.given_s:.1f} s"
+        return f"{self.name:<11} {self.spent_s:6.1f} s{given}" + (f"; cut: {self.cut}" if self.cut else "")
+
+
+class Schedule:
+    """Deadlines (`time.perf_counter()` values) and allowances (seconds) for one program search."""
+
+    def __init__(self, budget_s: float, *, num_ops: int = 0, start: float | None = None):
+        if not budget_s > 0:
+            raise ValueError(f"budget must be positive, got {budget_s!r} s")
+        self.total_s = float(budget_s)
+        self.num_ops = num_ops
+        self.start = time.perf_counter() if start is None else start
+        self.compile_s = 0.0  # the original's compile (the probe's time less its call)
+        self.call_s = 0.0  # the original's call time: the probe's, then the steady one
+        self.phases: list[PhaseRecord] = []
+        self.candidate_s = 0.0  # seconds the search spent evaluating candidates (region or whole)
+
+    # --- records -----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def phase(self, name: str, given_s: float = math.nan) -> Iterator[PhaseRecord]:
+        """Time the block as phase `name` (several blocks of one name add up)."""
+        record = self.record(name)
+        if not math.isnan(given_s):
+            record.given_s = given_s if math.isnan(record.given_s) else record.given_s + given_s
+        t = time.perf_counter()
+        try:
+            yield record
+        finally:
+            record.spent_s += time.perf_counter() - t
+
+    def record(self, name: str) -> PhaseRecord:
+        for r in self.phases:
+            if r.name == name:
+                return r
+        self.phases.append(PhaseRecord(name))
+        return self.phases[-1]
+
+    def cut(self, name: str, why: str) -> None:
+        """Phase `name` did less than it would have, because `why` (empty: nothing)."""
+        if why:
+            r = self.record(name)
+            r.cut = f"{r.cut}; {why}" if r.cut else why
+
+    def cuts(self) -> tuple[str, ...]:
+        return tuple(f"{r.name}: {r.cut}" for r in self.phases if r.cut)
+
+    def spent(self, *names: str) -> float:
+        return sum(r.spent_s for r in self.phases if not names or r.name in names)
+
+    def candidate_share(self) -> float:
+        """Of the budget, the share spent evaluating candidates."""
+        return self.candidate_s / self.total_s
+
+    # --- the whole budget ----------------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def left(self) -> float:
+        return max(0.0, self.deadline() - time.perf_counter())
+
+    def deadline(self) -> float:
+        return self.start + self.total_s
+
+    def hard_deadline(self) -> float:
+        """No worker request of the search or of its acceptance runs past this."""
+        return self.start + HARD * self.total_s
+
+    def fixed_left(self) -> float:
+        """Seconds the fixed phases may still take together (`FIXED` of the budget)."""
+        return max(0.0, FIXED * self.total_s - self.spent(*FIXED_PHASES))
+
+    # --- sized by the probe ---------------------------------------------------------------------
+
+    def calibrate(self, probe_s: float, call_s: float) -> None:
+        """The probe took `probe_s` (compile and first call); a call takes `call_s`."""
+        self.call_s = call_s
+        self.compile_s = max(0.0, probe_s - call_s)
+
+    def pair_policy(self, policy: TimingPolicy) -> tuple[TimingPolicy, str]:
+        """`policy`, with fewer rounds where one pair timing would take more than `PAIR` of the
+        budget: at least 2 timed rounds, no `min_seconds` padding, and no warmup (every program
+        timed has run before: the original in the probe, a candidate in verification)."""
+        call_s = self.call_s
+        if not call_s > 0 or policy_seconds(policy, call_s) <= PAIR * self.total_s:
+            return policy, ""
+        runs = max(2, min(policy.runs, int(PAIR * self.total_s / (2 * call_s))))
+        cut = policy.with_(warmup=0, runs=runs, min_seconds=0.0, max_rounds=runs)
+        return cut, (f"0 warmup + {runs} timed rounds per pair instead of {policy.warmup} + {policy.runs} "
+                     f"(a call takes {call_s:.2f} s)")
+
+    def random_sets(self, num_random: int, examples: int = 0) -> tuple[int, str]:
+        """How many of `num_random` random input sets to verify on, so that running the original
+        on all of them takes at most `ORIGINALS` of the budget (at least 1 set in all)."""
+        call_s = self.call_s
+        if not call_s > 0 or num_random <= 0:
+            return num_random, ""
+        fit = int(ORIGINALS * self.total_s / call_s) - examples
+        keep = max(0 if examples else 1, min(num_random, fit))
+        if keep >= num_random:
+            return num_random, ""
+        return keep, (f"{keep} random input set{'s' if keep != 1 else ''} instead of {num_random} "
+                      f"(a call takes {call_s:.2f} s)")
+
+    def memory_bytes(self) -> int:
+        """Bytes of verification data (input sets, outputs, references) the search may hold."""
+        return int(min(MEMORY_CAP, max(MEMORY_FLOOR, self.total_s * MEMORY_PER_BUDGET_S)))
+
+    def noise_s(self) -> float:
+        """The noise measurement's seconds (it takes one timing at least): `NOISE` of the
+        budget, less where the fixed phases' share is spent, keeping the augment's share."""
+        augment_s = 0.0 if self.record("augment").spent_s else AUGMENT * self.total_s
+        return max(0.0, min(NOISE * self.total_s, self.fixed_left() - augment_s))
+
+    def augment_deadline(self) -> float:
+        """Matching the patterns on the original stops here (the matches found by then count)."""
+        return min(self.search_deadline(), time.perf_counter() + AUGMENT * self.total_s)
+
+    def profile_allowed(self, cost_s: float) -> tuple[bool, str]:
+        """Whether a profile that takes about `cost_s` fits `PROFILE` of the budget, the fixed
+        phases' share and the time before the search's end; the reason if not."""
+        allowed = min(PROFILE * self.total_s, self.fixed_left(), self.search_deadline() - time.perf_counter())
+        if cost_s <= allowed:
+            return True, ""
+        return False, f"a profile of the original takes about {cost_s:.1f} s, {max(0.0, allowed):.1f} s allowed"
+
+    def prefetch_references(self) -> bool:
+        """Compute the float64 references on a thread while the patterns match (a slow compile)."""
+        return self.compile_s >= PREFETCH_COMPILE_S
+
+    # --- the search and its acceptance ------------------------------------------------------------
+
+    def accept_reserve_s(self, seconds_to_look: float) -> float:
+        """Seconds the search leaves before the hard deadline for the paired test of its winner
+        (`seconds_to_look`: its second look), at most `ACCEPT_MAX` of the budget."""
+        return min(ACCEPT_MAX * self.total_s, seconds_to_look)
+
+    def search_deadline(self, pair_s: float = 0.0, accept_s: float = 0.0) -> float:
+        """The search proposes no candidate past this: `SEARCH_END` of the budget, earlier where
+        confirming (two pair timings of `pair_s`) or the paired test (`accept_s`) need more."""
+        reserve = max(min(RESERVE_MAX * self.total_s, 2.5 * pair_s), accept_s)
+        return min(self.start + SEARCH_END * self.total_s, self.hard_deadline() - reserve)
+
+    def accept_allowance(self, setup_s: float = 0.0) -> float:
+        """The paired test's seconds, from what is left before the hard deadline."""
+        return ACCEPT_OF_LEFT * (self.hard_deadline() - time.perf_counter()) - setup_s
+
+    # --- a strategy's steps, from the search's time left ------------------------------------------
+
+    @staticmethod
+    def child_augment_s(left_s: float) -> float:
+        return CHILD_AUGMENT * max(0.0, left_s)
+
+    @staticmethod
+    def region_profile_s(left_s: float) -> float:
+        return REGION_PROFILE * max(0.0, left_s)
+
+    @staticmethod
+    def sweeps_s(left_s: float) -> float:
+        return SWEEPS * max(0.0, left_s)
+
+    @staticmethod
+    def step_s(left_s: float) -> float:
+        return STEP * max(0.0, left_s)
+
+    @staticmethod
+    def compile_rank_s(left_s: float) -> float:
+        return COMPILE_RANK * max(0.0, left_s)
+
+    @staticmethod
+    def option_screen_s(left_s: float) -> float:
+        return OPTION_SCREEN * max(0.0, left_s)
+
+    def summary(self) -> str:
+        """One line per phase, and the share spent on candidates."""
+        lines = [str(r) for r in self.phases]
+        lines.append(f"candidates  {self.candidate_s:6.1f} s ({self.candidate_share():.0%} of the "
+                     f"{self.total_s:.0f} s budget)")
+        return "\n".join(lines)
+
+
+__all__ = ["Schedule", "PhaseRecord"]

@@ -1,0 +1,117 @@
+"""One schedule owns the budget (issue 47): its shares, what each phase was given and spent, and
+no budget fraction anywhere else."""
+
+import ast
+import math
+import time
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+
+import shlo_env as se
+from shlo_env.measure.timing_policy import SEARCH
+from shlo_env.search import schedule
+from shlo_env.search.program_search import PHASES, SearchOptions, optimize_program
+from shlo_env.search.result import ProgramResult
+from shlo_env.search.schedule import PhaseRecord, Schedule
+
+PACKAGE = Path(__file__).resolve().parent.parent / "shlo_env"
+#: Shares of something other than the budget (a program's run time), named so.
+NOT_BUDGET = set()
+
+
+def budget_shares(path: Path) -> list[str]:
+    """Float constants named `*_SHARE` and parameters named `share` / `*_share` in one module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(getattr(node, "value", None), ast.Constant):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found += [t.id for t in targets if isinstance(t, ast.Name) and t.id.upper().endswith("_SHARE")
+                      and isinstance(node.value.value, float)]  # type: ignore[union-attr]
+        elif isinstance(node, ast.arguments):
+            params = node.posonlyargs + node.args + node.kwonlyargs
+            found += [a.arg for a in params if a.arg == "share" or a.arg.endswith("_share")]
+    return found
+
+
+def test_the_detector_finds_constants_and_parameters(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text("PROFILE_SHARE = 0.15\nCOUNT_SHARE = 3\n\ndef f(x, share=0.3, *, sweep_share: float = 0.5):\n"
+                 "    return x\n")
+    assert budget_shares(p) == ["PROFILE_SHARE", "share", "sweep_share"]
+
+
+def test_no_module_but_the_schedule_holds_a_budget_share():
+    found = {str(p.relative_to(PACKAGE)): budget_shares(p) for p in PACKAGE.rglob("*.py")
+             if p != PACKAGE / "search" / "schedule.py"}
+    found = {k: v for k, v in found.items() if set(v) - NOT_BUDGET}
+    assert not found, f"budget shares outside shlo_env/search/schedule.py: {found}"
+
+
+def test_fixed_phases_share_one_bound():
+    plan = Schedule(20.0)
+    plan.calibrate(probe_s=0.5, call_s=0.01)
+    assert plan.noise_s() == schedule.NOISE * 20.0
+    plan.record("probe").spent_s = 4.0  # a slow compile took half of the fixed phases' share
+    assert math.isclose(plan.fixed_left(), schedule.FIXED * 20.0 - 4.0)
+    # the noise gets what is left once the augment's share is kept
+    assert math.isclose(plan.noise_s(), schedule.FIXED * 20.0 - 4.0 - schedule.AUGMENT * 20.0)
+    assert plan.random_sets(3) == (3, "")  # verification is never cut for a fast program
+    plan.record("originals").spent_s = 3.0
+    assert plan.noise_s() == 0.0
+    plan.record("augment").spent_s = 1.0
+    ok, why = plan.profile_allowed(0.1)
+    assert not ok and "0.0 s allowed" in why
+    # what a phase outside the fixed ones spends does not count against them
+    plan.record("search").spent_s = 100.0
+    assert plan.fixed_left() == 0.0 and plan.spent("probe", "originals") == 7.0
+
+
+def test_a_slow_call_cuts_rounds_and_sets():
+    plan = Schedule(10.0)
+    plan.calibrate(probe_s=2.0, call_s=1.0)
+    policy, cut = plan.pair_policy(SEARCH)
+    assert policy.runs == 2 and policy.warmup == 0 and "rounds per pair" in cut
+    n, why = plan.random_sets(3)
+    assert n == 1 and "1 random input set instead of 3" in why
+    assert plan.compile_s == 1.0
+
+
+def test_deadlines_are_ordered():
+    plan = Schedule(60.0, start=100.0)
+    assert plan.search_deadline() <= plan.hard_deadline() < plan.deadline() == 160.0
+    assert plan.search_deadline(pair_s=1.0, accept_s=30.0) == plan.hard_deadline() - 30.0
+    assert plan.accept_reserve_s(100.0) == schedule.ACCEPT_MAX * 60.0
+
+
+def test_phase_records_add_up_and_round_trip():
+    plan = Schedule(5.0)
+    with plan.phase("noise", given_s=1.0):
+        time.sleep(0.01)
+    with plan.phase("noise", given_s=0.5):
+        pass
+    plan.cut("noise", "one repeat instead of three")
+    plan.cut("noise", "")  # nothing cut: nothing recorded
+    (r,) = plan.phases
+    assert r.given_s == 1.5 and r.spent_s >= 0.01 and r.cut == "one repeat instead of three"
+    assert plan.cuts() == ("noise: one repeat instead of three",)
+    assert PhaseRecord.from_record(r.to_record()) == PhaseRecord(r.name, 1.5, round(r.spent_s, 3), r.cut)
+    assert "noise" in str(r) and "of 1.5 s" in str(r)
+
+
+def test_a_search_records_every_phase_and_where_the_budget_went():
+    rng = np.random.default_rng(0)
+    x, w = (rng.standard_normal((256, 64)).astype(np.float32), rng.standard_normal((64, 64)).astype(np.float32))
+    program = se.lower(lambda a, b: jnp.sum(a @ b, axis=0), x, w)
+    res = optimize_program(program, SearchOptions(budget_s=6.0, strategy="beam", xla_options=False))
+    assert res.status == "ok", res.error
+    names = [p["name"] for p in res.phases]
+    assert names == [n for n, _ in PHASES][:len(names)] and names[:6] == [n for n, _ in PHASES][:6], names
+    spent = sum(p["spent_s"] for p in res.phases)
+    assert spent <= res.total_s + 1e-6 and spent >= 0.8 * res.total_s, (spent, res.total_s)
+    assert 0.0 < res.candidate_s <= res.total_s and res.candidates_evaluated >= 1
+    text = str(res)
+    assert "\n  probe" in text and "candidates" in text
+    back = ProgramResult.from_record(res.to_record())
+    assert back.to_record() == res.to_record()
