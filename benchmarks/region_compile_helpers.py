@@ -29,7 +29,8 @@ DEFAULT_PROGRAMS = ["keras_transformer_train", "hf_bart_seq2seq_train", "hf_vit_
 def _jobs(name: str, count: int, seed: int = 0):
     from shlo_env import zoo
     from shlo_env.rewrite import driver
-    from shlo_env.measure import region
+    from shlo_env.rewrite import region_cut
+    from shlo_env.measure import region_inputs, region_timing
 
     program = zoo.load(name)
     with warnings.catch_warnings():
@@ -37,12 +38,12 @@ def _jobs(name: str, count: int, seed: int = 0):
         aug = driver.augment(program)
     n = len(driver.list_alternatives(aug))
     sites = random.Random(seed).sample(range(n), min(n, 3 * count))
-    cut = [r for r in region.RegionCutter(aug).cut(sites, 150) if not (r.whole or r.in_body or r.oversize)]
+    cut = [r for r in region_cut.RegionCutter(aug).cut(sites, 150) if not (r.whole or r.in_body or r.oversize)]
     jobs = []
     for r in cut[:count]:
-        cands = [region.Candidate(r, {})] + r.candidates()
-        before, afters = region._group_texts(cands, list(range(len(cands))))
-        jobs.append((region.random_inputs(r, seed), before, afters))
+        cands = [region_cut.Candidate(r, {})] + r.candidates()
+        before, afters = region_timing._group_texts(cands, list(range(len(cands))))
+        jobs.append((region_inputs.random_inputs(r, seed), before, afters))
     return program.num_ops(), jobs
 
 
@@ -53,10 +54,10 @@ def _tagged(jobs, tag: str):
 
 
 def _judge(runners, jobs) -> tuple[float, list[float]]:
-    from shlo_env.measure import region
+    from shlo_env.measure import region_timing
 
     t = time.perf_counter()
-    out = region.judge_groups(runners, jobs)
+    out = region_timing.judge_groups(runners, jobs)
     seconds = time.perf_counter() - t
     spreads = [abs(1 - recs[0]["after"][0] / recs[0]["before"][0]) for recs in out if "after" in recs[0]]
     return seconds / len(jobs), spreads

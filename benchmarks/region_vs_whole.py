@@ -40,7 +40,8 @@ from scipy import stats
 
 from shlo_env import corpus
 from shlo_env.rewrite import driver
-from shlo_env.measure import region
+from shlo_env.rewrite import region_cut
+from shlo_env.measure import region_inputs, region_timing
 from shlo_env.execute import runtime  # noqa: E402
 from shlo_env.measure.kernel_profile import profile_program  # noqa: E402
 from shlo_env.measure.timing_policy import SEARCH, TimingPolicy  # noqa: E402
@@ -60,7 +61,7 @@ def _programs(args) -> list[tuple[str, object]]:
 
 
 def _pick_sites(bounds: dict[int, float], n: int, seed: int) -> list[int]:
-    kept = region.skip_negligible(bounds)
+    kept = region_cut.skip_negligible(bounds)
     top = kept[: (n + 1) // 2]
     rest = kept[len(top):]
     return top + random.Random(seed).sample(rest, min(len(rest), n - len(top)))
@@ -71,25 +72,25 @@ def run_program(name: str, program, worker: Worker, n_sites: int, seed: int, rep
     aug = driver.augment(program)
     t_aug = time.perf_counter() - t0
     t0 = time.perf_counter()
-    prof = profile_program(region.baseline(aug), runs=5, patterns=())
+    prof = profile_program(region_cut.baseline(aug), runs=5, patterns=())
     t_prof = time.perf_counter() - t0
-    bounds = region.site_bounds(prof, aug)
+    bounds = region_cut.site_bounds(prof, aug)
     sites = _pick_sites(bounds, n_sites, seed)
     info = {"program": name, "ops": program.num_ops(), "sites": len(bounds),
-            "above_negligible": len(region.skip_negligible(bounds)), "augment_s": t_aug, "profile_s": t_prof}
+            "above_negligible": len(region_cut.skip_negligible(bounds)), "augment_s": t_aug, "profile_s": t_prof}
     if not sites:
         return [], info | {"region_s": 0.0, "boundary_s": 0.0, "whole_s": 0.0, "base_s": 0.0, "n": 0, "fallbacks": 0}
 
     # region side: the boundary values are computed once per program (one whole compile)
     t0 = time.perf_counter()
-    regions = region.cut_regions(aug, sites, prof)
+    regions = region_cut.cut_regions(aug, sites, prof)
     t_cut = time.perf_counter() - t0
     t0 = time.perf_counter()
-    inputs = region.boundary_inputs(worker, aug, regions)
+    inputs = region_inputs.boundary_inputs(worker, aug, regions)
     t_boundary = time.perf_counter() - t0
     t0 = time.perf_counter()
-    cands = [region.Candidate(r, {s: 1}) for r, s in zip(regions, sites)]
-    results = region.evaluate_regions(worker, cands, inputs=inputs)
+    cands = [region_cut.Candidate(r, {s: 1}) for r, s in zip(regions, sites)]
+    results = region_timing.evaluate_regions(worker, cands, inputs=inputs)
     t_region = t_cut + time.perf_counter() - t0
 
     # whole side: the original is compiled once per program

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from shlo_env.rewrite import driver
-from shlo_env.measure import region
+from shlo_env.rewrite import region_cut
+from shlo_env.measure import region_inputs, region_timing
 from shlo_env.bench.executors import LocalExecutor
 from shlo_env.measure.numerics import Numerics
 from shlo_env.measure.kernel_profile import Kernel, Profile, profile_program
@@ -38,7 +39,7 @@ def mlp():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((128, 128)).astype(np.float32)
     program = _augment(_mlp, x, x, x[0], x)
-    return program, profile_program(region.baseline(program), runs=3, patterns=())
+    return program, profile_program(region_cut.baseline(program), runs=3, patterns=())
 
 
 def _site(program, label):
@@ -49,9 +50,9 @@ def test_regions_verify_and_compute_exactly_what_the_program_computes_there(mlp)
     program, prof = mlp
     sites = range(len(driver.list_alternatives(program)))
     runner = InProcess()
-    for regions in (region.cut_regions(program, sites, prof), region.cut_regions(program, sites)):
+    for regions in (region_cut.cut_regions(program, sites, prof), region_cut.cut_regions(program, sites)):
         assert not any(r.whole for r in regions)
-        for r, (ins, outs) in zip(regions, region.boundary_values(runner, program, regions)):
+        for r, (ins, outs) in zip(regions, region_inputs.boundary_values(runner, program, regions)):
             before = r.before()
             assert before.module.operation.verify()
             assert before.num_ops() < program.num_ops()  # a part, not the program again
@@ -65,7 +66,7 @@ def test_regions_verify_and_compute_exactly_what_the_program_computes_there(mlp)
 def test_region_after_matches_before_within_the_patterns_tier(mlp):
     program, prof = mlp
     runner = InProcess()
-    for r in region.cut_regions(program, range(len(driver.list_alternatives(program))), prof):
+    for r in region_cut.cut_regions(program, range(len(driver.list_alternatives(program))), prof):
         verifier = Verifier(r.before(), runner, num_random=2)
         for c in r.candidates():
             (site, choice), = c.choices.items()
@@ -76,11 +77,11 @@ def test_region_after_matches_before_within_the_patterns_tier(mlp):
 def test_the_region_holds_the_kernels_of_the_site(mlp):
     program, prof = mlp
     site = _site(program, "fold_transpose_into_dot_rhs")
-    r = region.cut_region(program, site, prof)
+    r = region_cut.cut_region(program, site, prof)
     assert r.kernels and 0 < r.share < 1
     assert "stablehlo.dot_general" in r.before().text()
-    assert r.share == pytest.approx(region.site_bounds(prof, program)[site])
-    with pytest.raises(region.RegionError, match="not in this region"):
+    assert r.share == pytest.approx(region_cut.site_bounds(prof, program)[site])
+    with pytest.raises(region_cut.RegionError, match="not in this region"):
         r.after({site + 100: 1})
 
 
@@ -94,19 +95,19 @@ def test_a_site_inside_a_loop_is_cut_from_the_loop_body():
     program = _augment(_loop, x, x)
     inner = next(a.index for a in driver.list_alternatives(program)
                  if "fold_transpose_into_dot_lhs" in a.labels and a.op.block != program.body)
-    prof = profile_program(region.baseline(program), runs=2, patterns=())
-    for r in (region.cut_region(program, inner), region.cut_region(program, inner, prof)):
+    prof = profile_program(region_cut.baseline(program), runs=2, patterns=())
+    for r in (region_cut.cut_region(program, inner), region_cut.cut_region(program, inner, prof)):
         assert not r.whole and r.in_body and "stablehlo.while" not in r.before().text()
         assert r.before().module.operation.verify()
         runner = InProcess()
         verifier = Verifier(r.before(), runner, num_random=2)
         (site, choice), = r.candidates()[0].choices.items()
         assert verifier.check(r.after({site: choice}).text(), (), Numerics(r.tiers[site][choice]))
-        with pytest.raises(region.RegionError, match="loop body"):
-            region.boundary_values(runner, program, [r])
-        ins, = region.boundary_inputs(runner, program, [r])  # random ones for a body region
+        with pytest.raises(region_cut.RegionError, match="loop body"):
+            region_inputs.boundary_values(runner, program, [r])
+        ins, = region_inputs.boundary_inputs(runner, program, [r])  # random ones for a body region
         assert [a.shape for a in ins] == [tuple(s.shape) for s in r.program.in_specs]
-    assert 0 < region.site_bounds(prof, program)[inner] <= 1
+    assert 0 < region_cut.site_bounds(prof, program)[inner] <= 1
 
 
 def test_sites_in_different_blocks_fall_back_to_the_whole_program():
@@ -115,34 +116,34 @@ def test_sites_in_different_blocks_fall_back_to_the_whole_program():
     alts = driver.list_alternatives(program)
     inner = next(a.index for a in alts if "fold_transpose_into_dot_lhs" in a.labels and a.op.block != program.body)
     outer = next(a.index for a in alts if a.op.block == program.body)
-    r = region.cut_region(program, [outer, inner])
+    r = region_cut.cut_region(program, [outer, inner])
     assert r.whole and "different blocks" in r.reason and r.share == 1.0
     after = r.after({inner: 1})
     assert "fold_transpose_into_dot_lhs" in after.applied
     runner = InProcess()
-    (ins, outs), = region.boundary_values(runner, program, [r])
+    (ins, outs), = region_inputs.boundary_values(runner, program, [r])
     runner.set_inputs("w", ins)
     assert all(np.array_equal(a, b) for a, b in zip(runner.run(r.before().text(), "w"), outs))
-    res, = region.evaluate_regions(runner, [region.Candidate(r, {inner: 1})], inputs=[ins])
+    res, = region_timing.evaluate_regions(runner, [region_cut.Candidate(r, {inner: 1})], inputs=[ins])
     assert not res.error and res.predicted == pytest.approx(res.ratio)
 
 
 def test_evaluation_gives_ratios_and_the_predicted_whole_ratio(mlp):
     program, prof = mlp
-    regions = region.cut_regions(program, [_site(program, "fold_transpose_into_dot_rhs")], prof)
+    regions = region_cut.cut_regions(program, [_site(program, "fold_transpose_into_dot_rhs")], prof)
     cands = [c for r in regions for c in r.candidates()]
-    inputs = region.boundary_inputs(InProcess(), program, regions)
-    res, = region.evaluate_regions(InProcess(), cands, inputs=inputs)
+    inputs = region_inputs.boundary_inputs(InProcess(), program, regions)
+    res, = region_timing.evaluate_regions(InProcess(), cands, inputs=inputs)
     assert not res.error and res.ratio > 0 and res.before_s > 0 and res.compile_s > 0
     assert res.predicted == pytest.approx(1 - res.share * (1 - res.ratio))
     assert res.predicted_from_time(2.0) == pytest.approx(1 + (res.after_s - res.before_s) / 2.0)
-    on_executor, = region.evaluate_regions_on(LocalExecutor(workers=1), cands, inputs=inputs)
+    on_executor, = region_timing.evaluate_regions_on(LocalExecutor(workers=1), cands, inputs=inputs)
     assert not on_executor.error and on_executor.ratio > 0
 
 
 def _fake_profile(program, shares: dict) -> Profile:
     """A profile whose kernels are the ops named in `shares` (op name -> share), one each."""
-    g = region._Graph(program)
+    g = region_cut._Graph(program)
     kernels = []
     for name, share in shares.items():
         ops = tuple(i for i, n in enumerate(g.names) if n == name)
@@ -158,24 +159,24 @@ def test_bounds_order_sites_and_skip_the_negligible():
     cold = _site(program, "broadcast_of_broadcast")
     prof = _fake_profile(program, {"stablehlo.dot_general": 0.95, "stablehlo.broadcast_in_dim": 0.002,
                                    "stablehlo.multiply": 0.048})
-    bounds = region.site_bounds(prof, program)
+    bounds = region_cut.site_bounds(prof, program)
     assert bounds[hot] == pytest.approx(0.95) and bounds[cold] == pytest.approx(0.002)
-    order = region.order_sites(bounds)
+    order = region_cut.order_sites(bounds)
     assert order[0] == hot and all(order.index(s) < order.index(cold) for s in bounds if bounds[s] > bounds[cold])
-    kept = region.skip_negligible(bounds)
+    kept = region_cut.skip_negligible(bounds)
     assert hot in kept and cold not in kept
-    assert region.skip_negligible(bounds, min_time_fraction=0.0) == region.order_sites(bounds)
+    assert region_cut.skip_negligible(bounds, min_time_fraction=0.0) == region_cut.order_sites(bounds)
 
 
 def test_bounds_from_a_measured_profile_put_the_hot_site_first():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((384, 384)).astype(np.float32)
     program = _augment(_hot_and_cold, x, x, np.ones(4, np.float32))
-    prof = profile_program(region.baseline(program), runs=3, patterns=())
-    bounds = region.site_bounds(prof, program)
+    prof = profile_program(region_cut.baseline(program), runs=3, patterns=())
+    bounds = region_cut.site_bounds(prof, program)
     hot = _site(program, "fold_transpose_into_dot_lhs")
     cold = _site(program, "broadcast_of_broadcast")
-    assert region.order_sites(bounds)[0] == hot and bounds[hot] > 0.5 > bounds[cold]
+    assert region_cut.order_sites(bounds)[0] == hot and bounds[hot] > 0.5 > bounds[cold]
 
 
 def test_a_profile_of_another_program_is_rejected(mlp):
@@ -184,10 +185,10 @@ def test_a_profile_of_another_program_is_rejected(mlp):
     other = _augment(_hot_and_cold, x, x, np.ones(4, np.float32))
     prof = _fake_profile(other, {"stablehlo.transpose": 1.0})
     prof.kernels[0].ops = (0, 1, 2)
-    with pytest.raises(region.RegionError, match="does not fit"):
-        region.cut_region(program, 0, prof)
-    with pytest.raises(region.RegionError, match="out of range"):
-        region.cut_region(program, 999)
+    with pytest.raises(region_cut.RegionError, match="does not fit"):
+        region_cut.cut_region(program, 0, prof)
+    with pytest.raises(region_cut.RegionError, match="out of range"):
+        region_cut.cut_region(program, 999)
 
 
 def _quadratic_form(v, a, b):
@@ -201,7 +202,7 @@ def test_a_site_is_bounded_by_the_producer_its_rewrite_makes_dead():
     v = np.ones((512, 1), np.float32)
     a = np.ones((512, 512), np.float32)
     program = _augment(_quadratic_form, v, a, a)
-    g = region._Graph(program)
+    g = region_cut._Graph(program)
     big = next(i for i, op in enumerate(g.ops) if op.name == "stablehlo.dot_general"
                and all(t.shape == [512, 512] for t in (o.type for o in op.operands)))
     shares = [0.97 if g.indices(big) == [k] else 0.03 / len(g.names) for k in range(len(g.names))]
@@ -209,21 +210,21 @@ def test_a_site_is_bounded_by_the_producer_its_rewrite_makes_dead():
                for k, (name, share) in enumerate(zip(g.names, shares))]
     prof = Profile("fake", "cpu", 1, "test", kernels, 1.0)
     site = _site(program, "reassociate_right_to_left")
-    assert region.site_bounds(prof, program)[site] > 0.97
-    assert big in region._matched(g, region._sites(program)[site])
+    assert region_cut.site_bounds(prof, program)[site] > 0.97
+    assert big in region_cut._matched(g, region_cut._sites(program)[site])
     # an input that something else also reads stays outside: the transpose of v feeds another site
     transpose = next(i for i, op in enumerate(g.ops) if op.name == "stablehlo.transpose")
-    assert transpose not in region._matched(g, region._sites(program)[site])
+    assert transpose not in region_cut._matched(g, region_cut._sites(program)[site])
 
 
 def _convex_neighbours_by_closure(g, members):
     """The plain rule `_convex_neighbours` implements: a neighbour is added when the convex
     closure with it grows by exactly it (one closure per neighbour)."""
-    core = region._convex(g, members)
-    if len(core) > region.NEIGHBOURS_UP_TO:
+    core = region_cut._convex(g, members)
+    if len(core) > region_cut.NEIGHBOURS_UP_TO:
         return core
-    for j in sorted(region._fusible_neighbours(g, members) - core):
-        if len(region._convex(g, core | {j})) == len(core) + 1:
+    for j in sorted(region_cut._fusible_neighbours(g, members) - core):
+        if len(region_cut._convex(g, core | {j})) == len(core) + 1:
             core.add(j)
     return core
 
@@ -235,20 +236,20 @@ def test_neighbours_and_cutter_agree_with_the_plain_rules():
     from shlo_env import corpus
 
     program = driver.augment(corpus.load("zoo/flax_mnist_cnn_train"))
-    g = region._Graph(program)
-    sites = [s for s in region._sites(program) if s.block == program.body]
+    g = region_cut._Graph(program)
+    sites = [s for s in region_cut._sites(program) if s.block == program.body]
     assert len(sites) > 50
     grew = 0
     for site in sites:
-        matched = region._matched(g, site)
-        fast = region._convex_neighbours(g, set(matched))
+        matched = region_cut._matched(g, site)
+        fast = region_cut._convex_neighbours(g, set(matched))
         assert fast == _convex_neighbours_by_closure(g, set(matched)), site.index
-        grew += len(fast) > len(region._convex(g, matched))
+        grew += len(fast) > len(region_cut._convex(g, matched))
     assert grew > 0  # some neighbours were taken, so both branches of the rule ran
-    cutter = region.RegionCutter(program)
+    cutter = region_cut.RegionCutter(program)
     picked = [s.index for s in sites[::max(1, len(sites) // 12)]]
     batched = cutter.cut(picked[:6]) + cutter.cut(picked[6:])
-    alone = [region.cut_region(program, s) for s in picked]
+    alone = [region_cut.cut_region(program, s) for s in picked]
     assert [(r.ops, r.whole, r.inputs, r.outputs) for r in batched] == \
         [(r.ops, r.whole, r.inputs, r.outputs) for r in alone]
 
@@ -259,29 +260,29 @@ def test_the_closure_and_the_scan_find_the_same_paths(monkeypatch):
     from shlo_env import corpus
 
     program = driver.augment(corpus.load("zoo/flax_mnist_cnn_train"))
-    g = region._Graph(program)
+    g = region_cut._Graph(program)
     assert g.closure is not None
-    monkeypatch.setattr(region, "CLOSURE_OPS", 0)
-    scanned = region._Graph(program)
+    monkeypatch.setattr(region_cut, "CLOSURE_OPS", 0)
+    scanned = region_cut._Graph(program)
     assert scanned.closure is None
-    sites = [s for s in region._sites(program) if s.block == program.body]
+    sites = [s for s in region_cut._sites(program) if s.block == program.body]
     for site in sites[::7]:
-        core = region._core(g, site)
+        core = region_cut._core(g, site)
         lo, hi = max(0, min(core) - 20), min(len(g.ops) - 1, max(core) + 20)
-        assert region._outside_paths(g, core, lo, hi) == region._outside_paths(scanned, core, lo, hi), site.index
+        assert region_cut._outside_paths(g, core, lo, hi) == region_cut._outside_paths(scanned, core, lo, hi), site.index
     picked = [s.index for s in sites[::max(1, len(sites) // 8)]]
-    fast = region.cut_regions(program, picked)
-    monkeypatch.setattr(region._Graph, "closure", None)
+    fast = region_cut.cut_regions(program, picked)
+    monkeypatch.setattr(region_cut._Graph, "closure", None)
     assert [(r.ops, r.inputs, r.outputs) for r in fast] == \
-        [(r.ops, r.inputs, r.outputs) for r in region.cut_regions(program, picked)]
+        [(r.ops, r.inputs, r.outputs) for r in region_cut.cut_regions(program, picked)]
 
 
 def test_a_region_over_max_ops_is_not_cut():
     from shlo_env import corpus
 
     program = driver.augment(corpus.load("zoo/flax_mnist_cnn_train"))
-    sites = [s.index for s in region._sites(program) if s.block == program.body]
-    cutter = region.RegionCutter(program)
+    sites = [s.index for s in region_cut._sites(program) if s.block == program.body]
+    cutter = region_cut.RegionCutter(program)
     full = cutter.cut(sites)
     limited = cutter.cut(sites, max_ops=20)
     nonconstant = [sum(cutter.graphs.main.ops[i].name != "stablehlo.constant" for i in r.ops) for r in full]
@@ -298,7 +299,7 @@ def test_one_region_is_timed_in_one_run_and_a_bad_alternative_fails_alone(mlp, m
     """`evaluate_regions` judges a region's control and alternatives in one interleaved run;
     an alternative that does not compile gets its own error, the others their ratios."""
     program, prof = mlp
-    r, = region.cut_regions(program, [_site(program, "fold_transpose_into_dot_rhs")], prof)
+    r, = region_cut.cut_regions(program, [_site(program, "fold_transpose_into_dot_rhs")], prof)
     times = []
 
     class Counting(InProcess):
@@ -311,11 +312,11 @@ def test_one_region_is_timed_in_one_run_and_a_bad_alternative_fails_alone(mlp, m
             return "module { this is not stablehlo }"
 
     broken: dict = {}  # the choices of the candidate whose after does not compile
-    after = region.Region.after
-    monkeypatch.setattr(region.Region, "after", lambda self, c: Unparsable() if c is broken else after(self, c))
-    good = [region.Candidate(r, {})] + r.candidates()
-    cands = good + [region.Candidate(r, broken)]
-    results = region.evaluate_regions(Counting(), cands, inputs=[region.random_inputs(r)] * len(cands))
+    after = region_cut.Region.after
+    monkeypatch.setattr(region_cut.Region, "after", lambda self, c: Unparsable() if c is broken else after(self, c))
+    good = [region_cut.Candidate(r, {})] + r.candidates()
+    cands = good + [region_cut.Candidate(r, broken)]
+    results = region_timing.evaluate_regions(Counting(), cands, inputs=[region_inputs.random_inputs(r)] * len(cands))
     assert times == [len(good) + 1]  # the before and every good after, once
     assert all(not res.error and res.ratio > 0 for res in results[:-1])
     assert results[0].before_s == results[1].before_s  # one before for the group
@@ -327,7 +328,7 @@ def _shared_transpose(x, w):
     shape of a forward-pass transpose read again by a backward dot."""
     t = jnp.transpose(x)
     h = t @ w
-    for _ in range(2 * region.FAR_SPAN):
+    for _ in range(2 * region_cut.FAR_SPAN):
         h = jnp.sin(jnp.cos(h))
     return t @ h
 
@@ -338,16 +339,16 @@ def test_a_far_shared_transpose_stays_outside_the_region():
     x = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)
     program = _augment(_shared_transpose, x, x)
     site = [a.index for a in driver.list_alternatives(program) if "fold_transpose_into_dot_lhs" in a.labels][-1]
-    g = region._Graph(program)
-    s = region._sites(program)[site]
-    changed, far = region._changed(g, s)
+    g = region_cut._Graph(program)
+    s = region_cut._sites(program)[site]
+    changed, far = region_cut._changed(g, s)
     assert far and all(g.ops[i].name == "stablehlo.transpose" for i in far)
-    assert len(region._convex(g, region._matched(g, s))) > 2 * region.FAR_SPAN  # what the rule avoids
-    r = region.cut_region(program, site)
-    assert not r.whole and len(r.ops) < region.FAR_SPAN and not far & set(r.ops)
+    assert len(region_cut._convex(g, region_cut._matched(g, s))) > 2 * region_cut.FAR_SPAN  # what the rule avoids
+    r = region_cut.cut_region(program, site)
+    assert not r.whole and len(r.ops) < region_cut.FAR_SPAN and not far & set(r.ops)
     # the cut stands alone and computes what the program computes there, before and after
     runner = InProcess()
-    (ins, outs), = region.boundary_values(runner, program, [r])
+    (ins, outs), = region_inputs.boundary_values(runner, program, [r])
     runner.set_inputs("b", ins)
     assert all(np.array_equal(a, b) for a, b in zip(runner.run(r.before().text(), "b"), outs))
     choice = next(k for k, lab in enumerate(r.labels[site]) if k and "transpose" in lab)
@@ -401,7 +402,7 @@ def test_helpers_compile_side_by_side_and_every_timing_runs_alone():
     time_of = helper.time
     helper.time = lambda *a, **k: (held.append(main.lock.locked()), time_of(*a, **k))[1]
     jobs = [([], f"before{i}", [f"after{i}a", f"after{i}b"]) for i in range(3)] + [([], "bad-before", ["x"])]
-    out = region.judge_groups([main, helper], jobs, per_runner=1)
+    out = region_timing.judge_groups([main, helper], jobs, per_runner=1)
     assert [len(recs) for recs in out] == [2, 2, 2, 1]
     assert all("error" not in rec and rec["before"][0] > 0 for recs in out[:3] for rec in recs)
     assert "does not compile" in out[3][0]["error"]
@@ -416,5 +417,5 @@ def test_helpers_compile_side_by_side_and_every_timing_runs_alone():
 
 def test_a_round_spreads_the_longest_texts_first_over_the_runners():
     jobs = [([], "b" * n, ["a" * n]) for n in (1, 9, 5, 4)]
-    owner = region._spread(jobs, 2)
+    owner = region_timing._spread(jobs, 2)
     assert owner == {1: 0, 2: 1, 3: 1, 0: 0}  # 9 | 5, then 4 to the lighter, then 1

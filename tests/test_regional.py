@@ -11,7 +11,8 @@ import pytest
 
 from shlo_env import corpus
 from shlo_env.ir.program import lower
-from shlo_env.measure.region import Candidate, Region, RegionResult
+from shlo_env.rewrite.region_cut import Candidate, Region
+from shlo_env.measure.region_timing import RegionResult
 from shlo_env.search import get_strategy, regional, strategies
 from shlo_env.search.program_search import SearchOptions, optimize_program
 
@@ -228,7 +229,7 @@ def test_regional_finds_a_single_rewrite_that_wins_and_it_verifies():
     for pid in closed:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-    assert info["profile"] == "ok" and 1 <= info["sites"] <= 2  # the cooler cumsum may fall under min_time_fraction
+    assert info["profile"].startswith("ok") and 1 <= info["sites"] <= 2  # the cooler cumsum may fall under min_time_fraction
     assert info["region_candidates"] >= 1 and info["region_controls"] == info["sites_judged"] >= 1
     assert info["fallback_sites"] == 0
     assert info["winners"] >= 1 and info["taken"], info

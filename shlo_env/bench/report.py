@@ -188,12 +188,16 @@ def _compress(names: list[str]) -> list[str]:
 
 # --- reports --------------------------------------------------------------------------------------
 
+#: The program search's phases (`search.program_search.PHASES`), a column each in the CSV.
+PHASE_COLUMNS = ("probe", "originals", "noise", "augment", "profile", "search", "acceptance", "reference", "final",
+                 "cost")
 CSV_COLUMNS = ("dataset", "uri", "name", "strategy", "strategy_used", "status", "ratio", "search_ratio",
                "confirm_ratio", "final_timings", "baseline_full_ms", "best_full_ms", "baseline_async_ms", "best_async_ms",
                "baseline_compute_ms", "best_compute_ms", "identical", "returned_original", "applied",
                "disabled_passes", "decisions", "numerics", "noise", "threshold", "faster_threshold",
                "slower_threshold", "flops_best", "bytes_best", "roofline_floor_ms", "t_over_floor",
                "candidates", "cache_hits", "untimed", "decision_space", "search_s", "total_s", "peak_rss_mb",
+               "candidate_s", "candidate_share") + tuple(f"{p}_s" for p in PHASE_COLUMNS) + (
                "program_hash", "best_hash",
                "error", "reason", "env_id", "machine", "jax", "jaxlib", "finished_at")
 
@@ -209,6 +213,11 @@ def csv_row(r: dict) -> dict:
     out["roofline_floor_ms"] = _ms(r.get("roofline_floor_s"))
     out["t_over_floor"] = (r["best_full"] / r["roofline_floor_s"]
                            if r.get("best_full") and r.get("roofline_floor_s") else None)
+    phases = {p["name"]: p for p in json.loads(r.get("phases") or "[]")}
+    for name in PHASE_COLUMNS:  # seconds each phase spent; the budget's split is the schedule's
+        out[f"{name}_s"] = phases[name]["spent_s"] if name in phases else None
+    budget = json.loads(r.get("config") or "{}").get("budget_s") if isinstance(r.get("config"), str) else None
+    out["candidate_share"] = (r["candidate_s"] / budget if r.get("candidate_s") is not None and budget else None)
     return out
 
 

@@ -175,7 +175,7 @@ def _optimize_one(task: Task, worker, device_lock) -> dict:
 
     options = task.options.with_(strategy=task.strategy, name=task.name)
     res = optimize_program(task.program, options, worker=worker, device_lock=device_lock)
-    return res.record()
+    return res.to_record()
 
 
 def _run(db, todo: list[tuple[Item, str]], o: SweepOptions, plan: _Plan, sweep_id: int, log: TextIO) -> None:

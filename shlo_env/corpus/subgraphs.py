@@ -38,7 +38,7 @@ from jaxlib.mlir import ir
 
 from shlo_env.ir.program import Program, ir_scope, program_from_module
 from shlo_env.ir.ops import ancestor_in, block_ops
-from shlo_env.measure.region import module_of
+from shlo_env.rewrite.region_cut import module_of
 
 MAX_CONSTANT_ELEMENTS = 1024
 

@@ -96,7 +96,8 @@ CREATE INDEX IF NOT EXISTS measurements_by_sweep ON measurements (dataset, strat
 """
 
 # columns added after a table was first released: added to an older database when it is opened
-ADDED_COLUMNS = {"measurements": (("untimed", "TEXT"), ("peak_rss_mb", "REAL"), ("final_timings", "INTEGER"))}
+ADDED_COLUMNS = {"measurements": (("untimed", "TEXT"), ("peak_rss_mb", "REAL"), ("final_timings", "INTEGER"),
+                                  ("phases", "TEXT"), ("candidate_s", "REAL"))}
 
 KEY_FIELDS = ("dataset", "uri", "program_hash", "strategy", "config_key", "env_id")
 
@@ -381,7 +382,7 @@ class ResultsDB:
 def measurement_row(result: dict, *, dataset: str, uri: str, strategy: str, config: dict, cfg_key: str,
                     env: dict, profile: dict | None, peaks: tuple | None, executor: str, sweep_id: int | None,
                     started_at: str, finished_at: str, worker: str = "") -> dict:
-    """A `measurements` row from a `ProgramResult.record()` dict. Its faster/slower thresholds
+    """A `measurements` row from a `ProgramResult.to_record()` dict. Its faster/slower thresholds
     are the profile's at the original's runtime (`shlo_env.measure.noise_thresholds.NoiseModel`), for a ratio
     that is the median of as many side-by-side timings as the final measurement took."""
     base, best = result.get("baseline") or {}, result.get("best") or {}
@@ -424,6 +425,7 @@ def measurement_row(result: dict, *, dataset: str, uri: str, strategy: str, conf
         "strategy_info": _j(result.get("strategy_info")),
         "search_s": _num(result.get("search_s")), "total_s": _num(result.get("total_s")),
         "peak_rss_mb": _num(result.get("peak_rss_mb")), "final_timings": result.get("final_timings"),
+        "phases": _j(result.get("phases") or None), "candidate_s": _num(result.get("candidate_s")),
         "executor": executor, "sweep_id": sweep_id, "worker": worker,
         "started_at": started_at, "finished_at": finished_at,
     }

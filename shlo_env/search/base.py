@@ -279,6 +279,7 @@ class SearchCaches:
         # measured: DAG hash -> per site, the share of the run time its kernels hold (one
         # profile of the original, `site_heat.measured_weights`; the runner sets it)
         self.bounds: dict[str, list[float]] = {}
+        self.profiles: dict[str, object] = {}  # DAG hash -> that profile (`kernel_profile.Profile`)
         self.children: dict[tuple, State | None] = {}
         self.steps: dict[str, tuple[str, str]] = {}
         self.expansions = 0  # programs augmented

@@ -437,10 +437,11 @@ def measure_sites(ctx: SearchContext, inputs, schedule: Schedule) -> str:
         return "static"
     schedule.record("profile").given_s = cost_s
     try:
-        bounds = site_heat.measured_weights(augmented, len(alts), inputs)
+        bounds, prof = site_heat.measured_weights(augmented, len(alts), inputs)
     except Exception as e:  # noqa: BLE001 - a profile that fails or does not map leaves the static order
         return f"static (the profile failed: {type(e).__name__}: {str(e)[:120]})"
     ctx.caches.bounds[ctx.root.hash] = bounds
+    ctx.caches.profiles[ctx.root.hash] = prof
     with ir_scope():
         kept = site_heat.measured_order(bounds, site_heat.site_weights(alts))
     return f"measured: {len(kept)} of {len(bounds)} sites above {site_heat.NEGLIGIBLE_TIME_FRACTION:.1%} of the time"

@@ -3,7 +3,7 @@ on the whole program (issue 31, items 3-4).
 
 On a 2k-op program a whole-program compile and timing per candidate allows about ten
 candidates a minute. A rewrite only changes the kernels holding the ops it touches, so this
-strategy judges each (site, alternative) first on that region alone (`shlo_env.measure.region`: cut
+strategy judges each (site, alternative) first on that region alone (`shlo_env.rewrite.region_cut`: cut
 out as a small module, before and after timed side by side in milliseconds), and spends whole
 program evaluations only on what won there:
 
@@ -62,8 +62,10 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
-from shlo_env.measure import region
-from shlo_env.measure.region import Candidate, Region, RegionError, RegionResult
+from shlo_env.rewrite import region_cut
+from shlo_env.measure import region_inputs, region_timing
+from shlo_env.rewrite.region_cut import Candidate, Region, RegionError
+from shlo_env.measure.region_timing import RegionResult
 from shlo_env.execute.runners import CandidateError
 from shlo_env.search.base import Expansion, SearchContext, State, Strategy, register_strategy, sweep_label
 from shlo_env.search.evaluator import Evaluation
@@ -88,7 +90,7 @@ class Winner(NamedTuple):
 class Regional(Strategy):
     name = "regional"
 
-    def __init__(self, batch: int = 8, min_time_fraction: float = region.NEGLIGIBLE_TIME_FRACTION, local_gain: float = 0.02,
+    def __init__(self, batch: int = 8, min_time_fraction: float = region_cut.NEGLIGIBLE_TIME_FRACTION, local_gain: float = 0.02,
                  profile: bool | None = None, boundary: bool = False,
                  executor: Any = None, max_ops: int = 150,
                  compile_helpers: int | None = None, **aim):
@@ -134,7 +136,7 @@ class Regional(Strategy):
             return ctx.best
         aug = exp.augmented
         with self._timer("profile"):
-            prof = self._profile(ctx, aug)
+            prof = self._profile(ctx, aug, exp.state.hash)
         with self._timer("order"):
             sites, bounds = self._order(ctx, exp, aug, prof)
         self.info["sites"] = len(sites)
@@ -170,7 +172,7 @@ class Regional(Strategy):
         """What one search accumulates, empty."""
         self.spent: dict[str, float] = {}  # seconds per step (profile, order, cut, regions, whole)
         self.whole_s: list[float] = []  # seconds per whole-program evaluation in the assembly and sweeps
-        self.cutter: region.RegionCutter | None = None  # one graph of the program for every batch
+        self.cutter: region_cut.RegionCutter | None = None  # one graph of the program for every batch
         self.deferred: list[int] = []  # sites whose region is large: judged last
         self.deferred_ops: dict[int, int] = {}  # deferred site -> ops of its region counted (0: not oversize)
         self.region_cost = [0.0, 0]  # seconds and region ops of the judging rounds so far
@@ -214,10 +216,20 @@ class Regional(Strategy):
 
     # --- 1. where the time is -----------------------------------------------------------------
 
-    def _profile(self, ctx: SearchContext, aug) -> Any:
-        """One profile of the original's baseline, or None (not affordable, or it failed)."""
+    def _profile(self, ctx: SearchContext, aug, program_hash: str) -> Any:
+        """One profile of the original's baseline (the one the program search took, if any), or
+        None (not affordable, or it failed)."""
         if self.profile is False:
             return None
+        taken = getattr(ctx.caches, "profiles", {}).get(program_hash)
+        if taken is not None:
+            try:
+                region_cut.check_profile(aug, taken)
+            except RegionError:
+                taken = None
+            else:
+                self.info["profile"] = "ok (the program search's)"
+                return taken
         call_s = ctx.evaluator.baseline_s if ctx.evaluator.baseline_s > 0 else 0.0
         estimate = COMPILE_S_PER_OP * ctx.original.num_ops() + 6 * call_s
         self.info["profile_estimate_s"] = round(estimate, 2)
@@ -228,8 +240,8 @@ class Regional(Strategy):
 
         t = time.perf_counter()
         try:
-            prof = profile_program(region.baseline(aug), ctx.evaluator.inputs(0), runs=3, warmup=1, patterns=())
-            region.check_profile(aug, prof)
+            prof = profile_program(region_cut.baseline(aug), ctx.evaluator.inputs(0), runs=3, warmup=1, patterns=())
+            region_cut.check_profile(aug, prof)
         except (RuntimeError, RegionError, ValueError, CandidateError) as e:
             self.info["profile"] = f"failed: {type(e).__name__}: {e}"[:200]
             return None
@@ -240,8 +252,8 @@ class Regional(Strategy):
     def _order(self, ctx: SearchContext, exp: Expansion, aug, prof) -> tuple[list[int], dict[int, float]]:
         """Sites to judge, best bound first, and each site's bound (a time share)."""
         if prof is not None:
-            bounds = region.site_bounds(prof, aug)
-            return region.skip_negligible(bounds, self.min_time_fraction), bounds
+            bounds = region_cut.site_bounds(prof, aug)
+            return region_cut.skip_negligible(bounds, self.min_time_fraction), bounds
         measured = ctx.measured(exp)  # the runner's profile, when it took one: kernel shares
         if measured is not None:
             self.info["order"] = "measured (the runner's profile)"
@@ -250,7 +262,7 @@ class Regional(Strategy):
         heat = ctx.heat(exp)
         total = sum(heat[:exp.num_rewrites]) or 1.0
         bounds = {i: heat[i] / total for i in range(exp.num_rewrites)}
-        return region.order_sites(bounds), bounds
+        return region_cut.order_sites(bounds), bounds
 
     # --- 2. region judging --------------------------------------------------------------------
 
@@ -263,7 +275,7 @@ class Regional(Strategy):
             sites = self._worth_a_region(ctx, sites, counts)
         with self._timer("cut"):
             if self.cutter is None or self.cutter.program is not aug or self.cutter.profile is not prof:
-                self.cutter = region.RegionCutter(aug, prof)
+                self.cutter = region_cut.RegionCutter(aug, prof)
             regions = self.cutter.cut(list(sites), self.max_ops if defer else None)
         if defer:
             # a region over `max_ops` compiles slowly, and a site judged on the whole program
@@ -296,7 +308,7 @@ class Regional(Strategy):
             with self._timer("inputs"):
                 inputs = self._inputs(ctx, aug, cut)
         # regions judged at once: a round of compiles on every worker (`region.judge_groups`)
-        step = (1 + len(self.helpers)) * region.COMPILES_PER_ROUND if self.helpers else 1
+        step = (1 + len(self.helpers)) * region_timing.COMPILES_PER_ROUND if self.helpers else 1
         for k in range(0, len(cut), step):
             if ctx.out_of_time() or ctx.time_left() < self.reserve or (
                     self._assemblable(ctx, winners) and ctx.time_left() < self.reserve + self._whole_estimate(ctx)):
@@ -356,15 +368,15 @@ class Regional(Strategy):
     def _inputs(self, ctx: SearchContext, aug, regions: list[Region]) -> list:
         if self.boundary:
             try:
-                return region.boundary_inputs(ctx.evaluator.worker, aug, regions)
+                return region_inputs.boundary_inputs(ctx.evaluator.worker, aug, regions)
             except (CandidateError, RegionError) as e:
                 self.info["boundary"] = f"failed ({type(e).__name__}); random inputs"
-        return [region.random_inputs(r, ctx.seed) for r in regions]
+        return [region_inputs.random_inputs(r, ctx.seed) for r in regions]
 
     def _evaluate(self, ctx: SearchContext, cands: list[Candidate], inputs: list) -> list[RegionResult]:
         if self.executor is not None:
-            return region.evaluate_regions_on(self.executor, cands, inputs)
-        return region.evaluate_regions(ctx.evaluator.worker, cands, inputs, helpers=self.helpers)
+            return region_timing.evaluate_regions_on(self.executor, cands, inputs)
+        return region_timing.evaluate_regions(ctx.evaluator.worker, cands, inputs, helpers=self.helpers)
 
     def noise_margin(self, control: RegionResult) -> float:
         """How far below 1 a region ratio must be to beat this region's own noise: twice the

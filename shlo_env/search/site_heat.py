@@ -31,12 +31,13 @@ it consumes), each counted once; a loop or conditional among them brings its who
 from __future__ import annotations
 
 import math
+from typing import Any
 from collections.abc import Sequence
 
 from jaxlib.mlir import ir
 
 from shlo_env.rewrite.driver import walk_ops
-from shlo_env.measure.region import NEGLIGIBLE_TIME_FRACTION  # measured sites below this share are not tried
+from shlo_env.rewrite.region_cut import NEGLIGIBLE_TIME_FRACTION  # measured sites below this are not tried
 from shlo_env.ir.tensor_types import UnsupportedType, nbytes, num_elements
 
 PEAK_FLOPS = 50e9  # nominal CPU rates: only their ratio (flops per byte) affects the order
@@ -223,17 +224,18 @@ def profile_cost_s(compile_s: float, call_s: float) -> float:
     return compile_s + (PROFILE_WARMUP + PROFILE_RUNS) * TRACE_OVERHEAD * call_s
 
 
-def measured_weights(augmented, num_sites: int, inputs=None) -> list[float]:
+def measured_weights(augmented, num_sites: int, inputs=None) -> tuple[list[float], Any]:
     """Per site (alternatives index) of the augmented original `augmented`: the share of the
-    profiled kernel time its rewrite can save (`region.site_bounds`). Raises what the profile
-    or the mapping raises (`region.RegionError`: a profile that does not fit the program)."""
-    from shlo_env.measure import region
+    profiled kernel time its rewrite can save (`region.site_bounds`), and the profile (a
+    strategy that judges regions reuses it). Raises what the profile or the mapping raises
+    (`region.RegionError`: a profile that does not fit the program)."""
+    from shlo_env.rewrite import region_cut
     from shlo_env.measure.kernel_profile import profile_program
 
-    prof = profile_program(region.baseline(augmented), inputs, runs=PROFILE_RUNS, warmup=PROFILE_WARMUP,
+    prof = profile_program(region_cut.baseline(augmented), inputs, runs=PROFILE_RUNS, warmup=PROFILE_WARMUP,
                            patterns=())
-    bounds = region.site_bounds(prof, augmented)
-    return [float(bounds.get(i, 0.0)) for i in range(num_sites)]
+    bounds = region_cut.site_bounds(prof, augmented)
+    return [float(bounds.get(i, 0.0)) for i in range(num_sites)], prof
 
 
 def measured_order(bounds: Sequence[float], static: Sequence[float],
