@@ -220,7 +220,7 @@ def test_a_program_nan_everywhere_whatever_the_draw_verifies_nothing():
     from shlo_env.search.options import SearchOptions
     from shlo_env.search.program_search import optimize_program
 
-    res = optimize_program(original, SearchOptions(strategy="greedy", budget_s=20))
+    res = optimize_program(original, SearchOptions(strategy="beam", budget_s=20))
     assert res.returned_original and NOTHING_TO_COMPARE in res.reason, res.reason
 
 

@@ -206,6 +206,13 @@ def _ms(x):
     return None if x is None else x * 1e3
 
 
+def _json(value, empty):
+    """A database row's JSON text column, or the value itself in a result's record."""
+    if isinstance(value, str):
+        return json.loads(value)
+    return empty if value is None else value
+
+
 def csv_row(r: dict) -> dict:
     out = {k: r.get(k) for k in CSV_COLUMNS if k in r}
     for k in ("baseline_full", "best_full", "baseline_async", "best_async", "baseline_compute", "best_compute"):
@@ -213,10 +220,10 @@ def csv_row(r: dict) -> dict:
     out["roofline_floor_ms"] = _ms(r.get("roofline_floor_s"))
     out["t_over_floor"] = (r["best_full"] / r["roofline_floor_s"]
                            if r.get("best_full") and r.get("roofline_floor_s") else None)
-    phases = {p["name"]: p for p in json.loads(r.get("phases") or "[]")}
+    phases = {p["name"]: p for p in _json(r.get("phases"), [])}
     for name in PHASE_COLUMNS:  # seconds each phase spent; the budget's split is the schedule's
         out[f"{name}_s"] = phases[name]["spent_s"] if name in phases else None
-    budget = json.loads(r.get("config") or "{}").get("budget_s") if isinstance(r.get("config"), str) else None
+    budget = _json(r.get("config"), {}).get("budget_s")
     out["candidate_share"] = (r["candidate_s"] / budget if r.get("candidate_s") is not None and budget else None)
     return out
 

@@ -280,6 +280,7 @@ class SearchCaches:
         # profile of the original, `site_heat.measured_weights`; the runner sets it)
         self.bounds: dict[str, list[float]] = {}
         self.profiles: dict[str, object] = {}  # DAG hash -> that profile (`kernel_profile.Profile`)
+        self.profile_cost_s = 0.0  # the schedule's estimate of one profile (from the measured compile)
         self.children: dict[tuple, State | None] = {}
         self.steps: dict[str, tuple[str, str]] = {}
         self.expansions = 0  # programs augmented

@@ -432,6 +432,7 @@ def measure_sites(ctx: SearchContext, inputs, schedule: Schedule) -> str:
         return ""
     cost_s = site_heat.profile_cost_s(schedule.compile_s, schedule.call_s)
     ok, why = schedule.profile_allowed(cost_s)
+    ctx.caches.profile_cost_s = cost_s
     if not ok:
         schedule.cut("profile", f"sites in static order ({why})")
         return "static"

@@ -231,7 +231,9 @@ class Regional(Strategy):
                 self.info["profile"] = "ok (the program search's)"
                 return taken
         call_s = ctx.evaluator.baseline_s if ctx.evaluator.baseline_s > 0 else 0.0
-        estimate = COMPILE_S_PER_OP * ctx.original.num_ops() + 6 * call_s
+        # the program search's estimate (from the measured compile), else one from the size
+        estimate = (getattr(ctx.caches, "profile_cost_s", 0.0)
+                    or COMPILE_S_PER_OP * ctx.original.num_ops() + 6 * call_s)
         self.info["profile_estimate_s"] = round(estimate, 2)
         if self.profile is None and estimate > Schedule.region_profile_s(ctx.time_left()):
             self.info["profile"] = f"skipped: about {estimate:.1f} s of {ctx.time_left():.1f} s left"

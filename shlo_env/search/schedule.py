@@ -16,7 +16,7 @@ The shares, in one table (fractions of the whole budget unless the name says oth
 | `NOISE` 0.10 | budget | the original timed against itself |
 | `AUGMENT` 0.10 | budget | matching the patterns on the original |
 | `PROFILE` 0.15 | budget | one profile of the original (site order) |
-| `SEARCH_END` 0.75 | budget | the search proposes no candidate past this |
+| `SEARCH_END` 0.80 | budget | the search proposes no candidate past this |
 | `HARD` 0.85 | budget | no worker request of the search or its acceptance runs past this |
 | `ACCEPT_MAX` 0.30 | budget | the most the search leaves for the paired test |
 | `ACCEPT_OF_LEFT` 0.80 | time left before `HARD` | the paired test (the rest: the check's reference) |
@@ -44,7 +44,7 @@ PAIR = 0.05
 NOISE = 0.10
 AUGMENT = 0.10
 PROFILE = 0.15
-SEARCH_END = 0.75
+SEARCH_END = 0.80
 HARD = 0.85
 ACCEPT_MAX = 0.30
 ACCEPT_OF_LEFT = 0.80
