@@ -65,7 +65,7 @@ from shlo_env.execute import runtime, xla_options  # noqa: E402
 from shlo_env.bench.datasets import _sample  # noqa: E402 - the bench's seeded sample, so --limit matches bench's
 from shlo_env.measure.numerics import Numerics  # noqa: E402
 from shlo_env.measure.paired_timing import time_until_decided  # noqa: E402
-from shlo_env.search.program_search import ACCEPT_ALPHA  # noqa: E402
+from shlo_env.search.acceptance import ACCEPT_ALPHA  # noqa: E402
 from shlo_env.measure.sequential_test import Decision, SequentialRatioTest  # noqa: E402
 from shlo_env.measure.timing_policy import TimingPolicy  # noqa: E402
 from shlo_env.measure.verify import Verifier  # noqa: E402

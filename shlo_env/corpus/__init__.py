@@ -2,7 +2,7 @@
 
     >>> from shlo_env import corpus
     >>> corpus.datasets()
-    ['corpus', 'inst-10-20', 'inst-20-40', 'zoo']
+    ['corpus', 'inst-10-20', 'inst-20-40', 'zoo', 'science']
     >>> e = corpus.entries("corpus")[0]; e.uri, e.metadata["library"]
     ('corpus/linen_mlp_train', 'flax.linen')
     >>> program = corpus.load("inst-10-20/17")      # or "inst-10-20/<name>", or a file path
@@ -34,6 +34,12 @@ CORPUS = "corpus"
 SUBGRAPH_DATASETS = {"inst-10-20": (10, 20), "inst-20-40": (21, 40)}  # op-count ranges, inclusive
 ZOO = "zoo"  # third-party library models, stored apart from the corpus (shlo_env/zoo/, its README)
 ZOO_DATA = Path(__file__).parent.parent / "zoo" / "data"
+SCIENCE = "science"  # the scientific zoo: diffrax, numpyro, jax-md, ... (shlo_env/zoo/science/, its README)
+SCIENCE_DATA = Path(__file__).parent.parent / "zoo" / "science" / "data"
+# The datasets stored as one .mlir.xz file per program plus index.json, and their generators.
+_STORED = {CORPUS: DATA / CORPUS, ZOO: ZOO_DATA, SCIENCE: SCIENCE_DATA}
+_GENERATORS = {CORPUS: "shlo_env.corpus.generate", ZOO: "shlo_env.zoo.generate",
+               SCIENCE: "shlo_env.zoo.science.generate"}
 PROGRAM_SUFFIXES = (".mlir", ".mlirbc", ".mlir.xz", ".mlir.gz")
 
 
@@ -63,17 +69,17 @@ class Entry:
 
 def datasets() -> list[str]:
     """The embedded datasets."""
-    return [CORPUS, *SUBGRAPH_DATASETS, ZOO]
+    return [CORPUS, *SUBGRAPH_DATASETS, ZOO, SCIENCE]
 
 
 # --- indexes ------------------------------------------------------------------------------------
 
 @functools.cache
 def _index(dataset: str) -> dict:
-    if dataset in (CORPUS, ZOO):
-        path = (DATA / CORPUS if dataset == CORPUS else ZOO_DATA) / "index.json"
+    if dataset in _STORED:
+        path = _STORED[dataset] / "index.json"
         if not path.exists():
-            raise CorpusError(f"{dataset} data missing ({path}); run `python -m shlo_env.{dataset}.generate`")
+            raise CorpusError(f"{dataset} data missing ({path}); run `python -m {_GENERATORS[dataset]}`")
         return json.loads(path.read_text())
     path = DATA / f"{dataset}.zip"
     if not path.exists():
@@ -140,8 +146,8 @@ _zips: dict[tuple[str, int], zipfile.ZipFile] = {}  # one open archive per (data
 
 
 def _read_text(dataset: str, entry: Entry) -> str:
-    if dataset in (CORPUS, ZOO):
-        folder = DATA / CORPUS if dataset == CORPUS else ZOO_DATA
+    if dataset in _STORED:
+        folder = _STORED[dataset]
         return lzma.decompress((folder / entry.metadata["file"]).read_bytes()).decode()
     with _zip_lock:
         key = (dataset, os.getpid())  # a forked child must not share the parent's file offset
@@ -168,7 +174,7 @@ def resolve(uri: str) -> Entry:
     if dataset not in datasets():
         raise CorpusError(f"unknown dataset {dataset!r} in URI {uri!r} (and no such file); use "
                           f"corpus/<name>, inst-10-20/<index or name>, inst-20-40/<index or name>, zoo/<name>, "
-                          f"or a path to a .mlir/.mlirbc file")
+                          f"science/<name>, or a path to a .mlir/.mlirbc file")
     if not sep or not item:
         raise CorpusError(f"URI {uri!r} names a dataset, not a program; use {dataset}/<name> "
                           f"(list them with shlo_env.corpus.entries({dataset!r}))")
@@ -218,4 +224,4 @@ def cache_clear() -> None:
 
 
 __all__ = ["CorpusError", "Entry", "datasets", "entries", "index_info", "load", "load_dir", "resolve",
-           "SUBGRAPH_DATASETS", "DATA", "ZOO", "ZOO_DATA", "cache_clear"]
+           "SUBGRAPH_DATASETS", "DATA", "ZOO", "ZOO_DATA", "SCIENCE", "SCIENCE_DATA", "cache_clear"]
