@@ -110,6 +110,16 @@ def test_a_site_inside_a_loop_is_cut_from_the_loop_body():
     assert 0 < region_cut.site_bounds(prof, program)[inner] <= 1
 
 
+def test_the_cutter_tells_a_body_site_without_cutting_it():
+    x = np.eye(16, dtype=np.float32) * 0.5
+    program = _augment(_loop, x, x)
+    cutter = region_cut.RegionCutter(program)
+    n = len(driver.list_alternatives(program))
+    told = [cutter.in_body(s) for s in range(n)]
+    assert any(told) and not all(told)  # the loop's sites and main's
+    assert told == [r.in_body for r in cutter.cut(list(range(n)))]
+
+
 def test_sites_in_different_blocks_fall_back_to_the_whole_program():
     x = np.eye(16, dtype=np.float32) * 0.5
     program = _augment(_loop, x, x)

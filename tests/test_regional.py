@@ -338,7 +338,7 @@ def test_a_large_region_that_costs_more_than_a_whole_evaluation_is_left_to_the_s
         cut_asked.append(list(sites))
         return []
 
-    strat.cutter = SimpleNamespace(program="aug", profile=None, cut=cut)
+    strat.cutter = SimpleNamespace(program="aug", profile=None, cut=cut, in_body=lambda s: False)
     ctx.out_of_time = lambda: False
     assert strat._judge(ctx, None, "aug", [4, 5, 6], {}, None, counts, defer=False) == []
     assert cut_asked == [[4, 6]]
@@ -365,7 +365,8 @@ def test_no_judging_round_starts_in_the_sweeps_time():
                    tiers={site: (0, 0)}, share=0.1, ops=tuple(range(200)))
         return r
 
-    strat.cutter = SimpleNamespace(program="aug", profile=None, cut=lambda sites, max_ops: [region(s) for s in sites])
+    strat.cutter = SimpleNamespace(program="aug", profile=None, cut=lambda sites, max_ops: [region(s) for s in sites],
+                                  in_body=lambda s: False)
     strat._evaluate = fake_evaluate
     drawn = []  # the sites whose region inputs were drawn
 

@@ -444,6 +444,11 @@ class RegionCutter:
             check_profile(self.graphs.main, profile)
         self.sites = _sites(program)
 
+    def in_body(self, site: int) -> bool:
+        """Whether the site sits in a loop or conditional body (its region would be one
+        iteration: `Region.in_body`), known without cutting it."""
+        return self.sites[site].block != self.program.body
+
     def cut(self, site_sets: Sequence[Sequence[int] | int], max_ops: int | None = None) -> list[Region]:
         """The region of each site set; with `max_ops`, one of more ops (its constants not
         counted) is not cut (`Region.oversize`): building a region of hundreds of ops costs

@@ -278,7 +278,21 @@ class Regional(Strategy):
         with self._timer("cut"):
             if self.cutter is None or self.cutter.program is not aug or self.cutter.profile is not prof:
                 self.cutter = region_cut.RegionCutter(aug, prof)
-            regions = self.cutter.cut(list(sites), self.max_ops if defer else None)
+            # a site in a loop body is judged on the whole program whatever its region: not cut
+            # (building a body's graph took 0.1-2 s a site in an ODE solver's nested loops)
+            in_body = [s for s in sites if self.cutter.in_body(s)]
+            regions = self.cutter.cut([s for s in sites if s not in in_body], self.max_ops if defer else None)
+        winners: list[Winner] = []
+        if defer:
+            self.deferred += in_body
+            self.deferred_ops.update({s: 0 for s in in_body})
+        else:
+            for s in in_body:
+                if ctx.out_of_time():
+                    break
+                self._note_fallback("site inside a loop or conditional body", counts)
+                with self._timer("fallback"):
+                    winners += self._whole_singles(ctx, exp, s, counts)
         if defer:
             # a region over `max_ops` compiles slowly, and a site judged on the whole program
             # costs a whole evaluation per alternative (13 of them took 19 s of a BERT train
@@ -292,7 +306,6 @@ class Regional(Strategy):
                     now.append(r)
             regions = now
         cut = [r for r in regions if not (r.whole or r.in_body)]
-        winners: list[Winner] = []
         for r in regions:
             if r.whole or r.in_body:
                 # a region cut from a loop body is one iteration alone: its ratio does not say
