@@ -43,7 +43,7 @@ def run(names: list[str], budget: float, xla_options: bool, out: str | None) -> 
             res = optimize_program(program, SearchOptions(budget_s=budget, xla_options=xla_options,
                                                           strategy_options=VARIANTS[variant], name=name))
             row = {"program": name, "variant": variant, "budget": budget, "xla_options": xla_options,
-                   "ratio": res.ratio, "returned": ", ".join(list(res.applied) + list(res.disabled_passes)),
+                   "ratio": res.ratio, "returned": ", ".join(list(res.applied) + list(res.action_tokens)),
                    "candidates": res.candidates_evaluated, "strategy": res.strategy, "threshold": res.threshold,
                    "noise": res.noise, "screen": res.strategy_info.get("option_screen"), "load": load,
                    "seconds": time.perf_counter() - t0, "reason": res.reason}

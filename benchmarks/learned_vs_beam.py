@@ -100,7 +100,7 @@ def compare(uri: str, program, budget: float, runs: int, seed: int, flip: bool, 
         if r.status != "ok":
             print(f"  {uri} {label}: failed ({r.error})", file=sys.stderr)
             continue
-        per[label], found[label] = r, Found(r.program, r.disabled_passes)
+        per[label], found[label] = r, Found(r.program, r.action_tokens)
     ratios, noise, base, _ = final_timing(program, found, runs) if found else ({}, math.nan, math.nan, 0)
     labels = labels_of(pair)
     return {"uri": uri, "space": next(iter(per.values())).decision_space if per else 0,

@@ -113,7 +113,7 @@ def main(argv=None) -> int:
             if r.status != "ok":
                 print(f"  {name} {s}: failed ({r.error})", file=sys.stderr)
                 continue
-            found[s] = Found(r.program, r.disabled_passes)
+            found[s] = Found(r.program, r.action_tokens)
             per[s] = r
             st = search_stats[s]
             st["evaluated"] += r.stats.evaluated

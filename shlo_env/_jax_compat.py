@@ -204,3 +204,33 @@ def jit_call_arguments() -> tuple[tuple, dict] | None:
             return (args, kwargs) if isinstance(args, tuple) and isinstance(kwargs, dict) else None
         frame = frame.f_back  # type: ignore[assignment]
     return None
+
+
+def compile_swapped(lowered, module: bytes | str, compiler_options: dict | None = None,
+                    host_callbacks=None):
+    """jax's `Compiled` of `lowered` (a `jax.jit(...).lower(...)`) with its StableHLO module
+    replaced by `module` (text or bytecode; same signature), compiled in this process with the
+    lowering's own host callbacks (the Python functions of `jax.debug.print`,
+    `jax.pure_callback`, ...: the module refers to them by index) or with `host_callbacks`,
+    and with its ordered effects (runtime tokens), donation and pytrees. This is what
+    `Lowered.compile()` does (jax 0.10: `pxla.MeshComputation`), on a shallow copy whose module
+    and callbacks are ours."""
+    import copy
+
+    lowering = lowered._lowering
+    swapped = copy.copy(lowering)
+    with lowering._hlo.context:
+        swapped._hlo = ir.Module.parse(module)
+    swapped._executable = None
+    if host_callbacks is not None:
+        if len(host_callbacks) != len(lowering.compile_args.get("host_callbacks", ())):
+            raise ValueError("host_callbacks must stand in for each of the lowering's callbacks")
+        swapped.compile_args = {**lowering.compile_args, "host_callbacks": list(host_callbacks)}
+    replaced = copy.copy(lowered)
+    replaced._lowering = swapped
+    return replaced.compile(compiler_options)
+
+
+def lowered_host_callbacks(lowered) -> list:
+    """The Python functions a lowering's host-callback custom calls refer to by index."""
+    return list(lowered._lowering.compile_args.get("host_callbacks", ()))

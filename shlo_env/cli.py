@@ -13,17 +13,18 @@ import sys
 import threading
 
 SUBCOMMANDS = {
+    "optimize": ("shlo_env.api.optimize_file", "optimize a StableHLO file (.mlir, .mlirbc, compressed; - for "
+                                               "stdin/stdout) and write the optimized module"),
+    "patterns": ("shlo_env.patterns.docs", "list the rewrite patterns: name, family, numerics tier, one line each"),
+    "cache": ("shlo_env.api.cache", "list, clear, export or import the persistent cache of searches"),
     "bench": ("shlo_env.bench.cli", "sweep datasets of programs, store every measurement, print Table 2 "
                                     "against jax.jit"),
-    "noise": ("shlo_env.bench.noise_profile", "measure this machine's noise profile (faster/slower thresholds)"),
     "profile": ("shlo_env.measure.kernel_profile", "time per XLA kernel, mapped back to the StableHLO ops and patterns"),
+    "show": ("shlo_env.research.show", "render a program and its alternatives as Graphviz DOT/SVG"),
+    "noise": ("shlo_env.bench.noise_profile", "measure this machine's noise profile (faster/slower thresholds)"),
     "dataset": ("shlo_env.learn.dataset_cli", "build and export the measurement dataset for learned cost "
                                                "models"),
     "learn": ("shlo_env.learn.learn_cli", "train and evaluate the learned cost model (ranking within a program)"),
-    "show": ("shlo_env.research.show", "render a program and its alternatives as Graphviz DOT/SVG"),
-    "optimize": ("shlo_env.api.optimize_file", "optimize a StableHLO file (.mlir, .mlirbc, compressed; - for "
-                                           "stdin/stdout) and write the optimized module"),
-    "cache": ("shlo_env.api.cache", "list or clear the persistent cache of searches"),
 }
 
 
@@ -57,8 +58,27 @@ def main(argv: list[str] | None = None) -> int:
                 signal.signal(signum, handler)
 
 
+def version_text() -> str:
+    """`shlo-env X (jax Y, jaxlib Z)`, read from the installed metadata: jax is not imported."""
+    from importlib import metadata
+
+    from shlo_env._version import __version__
+
+    def installed(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    return f"shlo-env {__version__} (jax {installed('jax')}, jaxlib {installed('jaxlib')})"
+
+
 def _main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="shlo-env", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="shlo-env", description=__doc__.splitlines()[0],
+        epilog="Python: shlo_env.jit(fn) or shlo_env.optimize(fn, *args), like jax.jit. "
+               "Logs: SHLO_ENV_LOGS=search,cache,verify,worker. Docs: docs/index.md.")
+    parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)

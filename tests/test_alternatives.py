@@ -5,6 +5,7 @@ import shlo_env as se
 from shlo_env.ir import alternatives as ad
 from shlo_env.execute import runtime
 from shlo_env.ir.program import ir_scope
+from shlo_env.rewrite.driver import ApplyError
 
 
 def chain_program():
@@ -60,5 +61,5 @@ def test_lower_to_case_compiles_an_undecided_program():
 
 def test_materialize_rejects_out_of_range_choice():
     aug = se.augment(chain_program(), ["reassociate_left_to_right"])
-    with pytest.raises(se.driver.ApplyError):
+    with pytest.raises(ApplyError):
         se.apply(aug, [2])

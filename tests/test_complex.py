@@ -8,6 +8,7 @@ import pytest
 from jaxlib.mlir import ir
 
 import shlo_env as se
+from shlo_env.execute import runtime
 from shlo_env import testing
 from shlo_env.rewrite import driver
 from shlo_env.ir.builder import Builder
@@ -85,7 +86,7 @@ def test_rewrites_of_complex_programs_keep_their_values():
 def test_the_float64_reference_covers_complex_programs():
     x = cvec(np.random.default_rng(4), 4)
     p = se.lower(issue_example, x)
-    ref = se.execute.runtime.reference_outputs(p, [x])
+    ref = runtime.reference_outputs(p, [x])
     assert ref is not None and ref[0].dtype == np.complex128
     np.testing.assert_allclose(ref[0], x.astype(np.complex128) * np.asarray(C, np.complex128), rtol=1e-6)
 

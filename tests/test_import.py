@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 import shlo_env as se
+from shlo_env.ir import program as program_module
+from shlo_env.execute import runtime
 from shlo_env.ir.program import ProgramError
 
 
@@ -130,7 +132,7 @@ def test_chlo_programs_serialize_to_a_portable_artifact(chlo_program):
     q = se.load(art)
     assert "chlo." not in q.text()
     want = jax.jit(_chlo_fn)(*args)
-    got = se.execute.runtime.execute(se.execute.runtime.compile(q), list(args))[0]
+    got = runtime.execute(runtime.compile(q), list(args))[0]
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
@@ -168,9 +170,9 @@ func.func private @g(%x: tensor<f32>) -> tensor<f32> {
 def test_recursive_calls_are_a_clear_error(target):
     with pytest.raises(ProgramError, match="recursive call: .*@" + target):
         se.load(RECURSIVE.replace("@%s", "@" + target))
-    module = se.ir.program.parse_module(RECURSIVE.replace("@%s", "@" + target))
+    module = program_module.parse_module(RECURSIVE.replace("@%s", "@" + target))
     with pytest.raises(ProgramError, match="recursive"):  # also when not inlining
-        se.ir.program.program_from_module(module, inline=False)
+        program_module.program_from_module(module, inline=False)
 
 
 def test_elided_constants_are_refused_with_how_to_save_them(tmp_path):

@@ -233,3 +233,37 @@ def test_a_specialized_signature_is_dispatched_by_jax_alone(fast, XW, cache_dir)
     assert python_calls(opt, X, W) == []
     kept = se.jit(lambda x: x * 2.0, budget_s=BUDGET, cache=cache_dir)
     assert python_calls(kept, X) == []
+
+
+def test_donation_compiles_with_a_chosen_xla_option_set(monkeypatch, XW, tmp_path):
+    """issue 48: with donation, the outer jax.jit takes the winner's actions through
+    `xla_options.compiler_options`: a `name=value` option is set as an option (jax's
+    env_option_overrides in the executable), not passed as a bogus pass name."""
+    import importlib
+
+    jit_module = importlib.import_module("shlo_env.api.jit")
+    real = jit_module.optimize
+    option = "xla_cpu_use_xnnpack=false"  # a SetOption the search might choose
+
+    def chose_option(*args, **kwargs):
+        opt = real(*args, **kwargs)
+        opt.report.action_tokens = tuple(opt.report.action_tokens) + (option,)
+        return opt
+
+    monkeypatch.setattr(jit_module, "optimize", chose_option)
+    X, W = XW
+
+    def colsum_and_w(W, X):
+        return jnp.sum(X @ W, axis=0), W * 2
+
+    f = se.jit(colsum_and_w, donate_argnums=0, budget_s=BUDGET, cache=str(tmp_path))
+    w = jnp.asarray(W)
+    y, w2 = f(w, X)
+    close(y, colsum(X, W))
+    close(w2, 2 * W)
+    assert w.is_deleted()
+    [spec] = f.specializations.values()
+    assert spec.optimized is not None and option in spec.report.action_tokens, str(spec.report)
+    blob = spec.jitted.lower(jnp.asarray(W), X).compile().runtime_executable().serialize()
+    assert b"\x13xla_cpu_use_xnnpack\x12" in blob  # set as an option override
+    assert b"xla_cpu_use_xnnpack=" not in blob  # not in xla_disable_hlo_passes

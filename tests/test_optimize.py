@@ -8,6 +8,7 @@ import shlo_env as se
 from shlo_env.patterns.base import Match, Pattern
 from shlo_env.search import Evaluator
 from shlo_env.execute.worker import Worker
+from shlo_env.ir.builder import Builder
 
 
 def f32(rng, *shape):
@@ -62,12 +63,12 @@ class HangForever(Pattern):
         loop = b.op("stablehlo.while", [m.x], [m.x.type], regions=2)
         cond = loop.regions[0].blocks.append(m.x.type)
         pred_t = ir.RankedTensorType.get([], ir.IntegerType.get_signless(1))
-        inner = se.builder.Builder.at_end(cond)
+        inner = Builder.at_end(cond)
         true = inner.op("stablehlo.constant", [], [pred_t],
                         {"value": ir.DenseElementsAttr.get_splat(pred_t, ir.BoolAttr.get(True))}).result
         inner.op("stablehlo.return", [true], [])
         body = loop.regions[1].blocks.append(m.x.type)
-        inner = se.builder.Builder.at_end(body)
+        inner = Builder.at_end(body)
         doubled = inner.add(body.arguments[0], body.arguments[0])  # not an identity: XLA keeps the loop
         inner.op("stablehlo.return", [doubled], [])
         return loop.results[0]
@@ -156,7 +157,7 @@ def test_report_names_the_strategy_the_space_and_the_cache(chain_args):
     opt = se.optimize(chain, *chain_args, budget_s=40, xla_options=False)
     r = opt.report
     assert r.strategy == "exhaustive" and r.decision_space == 2
-    assert r.pass_actions == () and r.disabled_passes == ()
+    assert r.pass_actions == () and r.actions == ()
     assert r.candidates_evaluated >= 1 and 0.0 <= r.hit_rate <= 1.0
     assert "cache hits" in str(r) and r.total_s <= 40 + 5
 

@@ -137,3 +137,81 @@ def test_xla_options_and_the_search_cache(tmp_path, module_text, capsys):
     uncached = json.loads(Path(str(out) + ".report.json").read_text())
     assert uncached["cache"] == "" and uncached["candidates_evaluated"] >= 1
     assert len(list((cache / "searches").glob("*.json"))) == 1
+
+
+# --- nothing to search, --inputs, host callbacks (issue 48, items 1 and 4) ---------------------
+
+def nan_unless_large_v(X, W, v):
+    """NaN everywhere unless every v > 50: on N(0,1) inputs (and on every redraw the verifier
+    tries) the original is NaN everywhere, so nothing can be compared; on the user's inputs it
+    is colsum, whose reduce_through_dot rewrite is the win."""
+    return jnp.sum(X @ W, axis=0) * jnp.sqrt(jnp.min(v) - 50.0)
+
+
+@pytest.fixture(scope="module")
+def nan_module(tmp_path_factory):
+    rng = np.random.default_rng(3)
+    args = (rng.standard_normal((512, 256)).astype(np.float32), rng.standard_normal((256, 256)).astype(np.float32),
+            (100.0 + np.abs(rng.standard_normal(8))).astype(np.float32))
+    folder = tmp_path_factory.mktemp("nan_module")
+    src = folder / "nan.mlir"
+    src.write_text(se.lower(nan_unless_large_v, *args).text())
+    np.savez(folder / "inputs.npz", *args)
+    return src, folder / "inputs.npz", args
+
+
+def test_nothing_to_search_writes_the_module_unchanged_and_exits_0(nan_module, tmp_path, capsys):
+    src, _, _ = nan_module
+    out = tmp_path / "nan.opt.mlir"
+    assert cli_main(["optimize", str(src), "-o", str(out), "--budget", "8", "--no-cache", "--report"]) == 0
+    err = capsys.readouterr().err
+    assert "written unchanged" in err and "NaN" in err, err
+    assert se.dag_hash(se.load(out)) == se.dag_hash(se.load(src))
+    report = json.loads(Path(str(out) + ".report.json").read_text())
+    assert report["returned_original"] and "NaN" in report["reason"]
+
+
+def test_inputs_npz_makes_the_module_searchable(nan_module, tmp_path, capsys):
+    src, inputs, args = nan_module
+    out = tmp_path / "nan.inputs.mlir"
+    assert cli_main(["optimize", str(src), "-o", str(out), "--budget", "20", "--no-cache", "--report",
+                     "--inputs", str(inputs)]) == 0
+    report = json.loads(Path(str(out) + ".report.json").read_text())
+    assert "reduce_through_dot" in report["applied"] and not report["returned_original"], report
+    optimized = se.load(out)
+    got = runtime.execute(runtime.compile(optimized), list(args))[0]
+    np.testing.assert_allclose(got, np.asarray(nan_unless_large_v(*args)), rtol=1e-3, atol=1e-2)
+    # a wrong --inputs file is a usage error, named
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, args[0])
+    assert cli_main(["optimize", str(src), "-o", str(out), "--no-cache", "--inputs", str(bad)]) == 2
+    assert "1 arrays for the 3 inputs" in capsys.readouterr().err
+
+
+def test_load_takes_example_args_and_perturbs_them(nan_module):
+    src, _, args = nan_module
+    program = se.load(src, example_args=args)
+    assert program.perturb_examples and program.example_args[2].dtype == np.float32
+    sets = runtime.input_sets(program, 2, seed=0)
+    assert len(sets) == 3 and np.array_equal(sets[0][2], args[2])
+    assert all(np.all(s[2] > 50.0) for s in sets)  # perturbations of the user's inputs, not N(0,1)
+    assert not np.array_equal(sets[1][0], args[0]) and np.allclose(sets[1][0], args[0], rtol=0.1, atol=1e-6)
+    with pytest.raises(se.ProgramError, match="input 0 is float32"):
+        se.load(src, example_args=(args[1], args[0], args[2]))
+
+
+def test_a_file_with_host_callbacks_is_refused_with_the_reason(tmp_path, capsys):
+    import jax
+
+    def f(x):
+        jax.debug.print("x {}", x)
+        return x * 2
+
+    text = jax.jit(f).lower(np.ones(4, np.float32)).as_text()
+    src = tmp_path / "cb.mlir"
+    src.write_text(text)
+    out = tmp_path / "cb.opt.mlir"
+    assert cli_main(["optimize", str(src), "-o", str(out), "--budget", "4", "--no-cache"]) == 0
+    err = capsys.readouterr().err
+    assert "host callback" in err and "cannot carry" in err and "shlo_env.optimize" in err, err
+    assert "xla_ffi_python_cpu_callback" in out.read_text()

@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -64,6 +66,7 @@ def test_import_without_gymnasium_does_not_need_it(tmp_path):
 
 
 def test_import_registers_the_env_lazily(tmp_path):
+    pytest.importorskip("gymnasium", reason="the gym extra is not installed (pip install 'shlo_env[gym]')")
     res = run_without(tmp_path, [], """
         import json, sys
         import shlo_env
@@ -80,6 +83,7 @@ def test_import_registers_the_env_lazily(tmp_path):
 
 
 def test_gymnasium_imported_first_is_registered_too(tmp_path):
+    pytest.importorskip("gymnasium", reason="the gym extra is not installed (pip install 'shlo_env[gym]')")
     res = run_without(tmp_path, [], """
         import json
         import gymnasium as gym

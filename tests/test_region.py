@@ -42,6 +42,20 @@ def mlp():
     return program, profile_program(region_cut.baseline(program), runs=3, patterns=())
 
 
+def _same_values(got, want, text: str) -> bool:
+    """The region computes what the program computes there: bitwise, except that a dot (or
+    another reduction) compiled in another fusion context may accumulate in another order (a
+    few ulps on an AMD EPYC for a 128-long float32 dot), so those are held to rounding error
+    of their size; a cut that reads or writes the wrong values is off by far more."""
+    if np.array_equal(got, want):
+        return True
+    reductions = ("stablehlo.dot_general", "stablehlo.reduce", "stablehlo.convolution")
+    if got.dtype.kind != "f" or not any(op in text for op in reductions):
+        return False
+    scale = max(1.0, float(np.abs(want).max()))
+    return bool(np.all(np.abs(got.astype(np.float64) - want) <= 1e-5 * scale))
+
+
 def _site(program, label):
     return next(a.index for a in driver.list_alternatives(program) if label in a.labels)
 
@@ -60,7 +74,7 @@ def test_regions_verify_and_compute_exactly_what_the_program_computes_there(mlp)
             got = runner.run(before.text(), "b")
             assert len(got) == len(outs) > 0
             for a, b in zip(got, outs):
-                assert a.dtype == b.dtype and np.array_equal(a, b), r.sites  # EXACT: bitwise
+                assert a.dtype == b.dtype and _same_values(a, b, before.text()), r.sites
 
 
 def test_region_after_matches_before_within_the_patterns_tier(mlp):
@@ -360,7 +374,7 @@ def test_a_far_shared_transpose_stays_outside_the_region():
     runner = InProcess()
     (ins, outs), = region_inputs.boundary_values(runner, program, [r])
     runner.set_inputs("b", ins)
-    assert all(np.array_equal(a, b) for a, b in zip(runner.run(r.before().text(), "b"), outs))
+    assert all(_same_values(a, b, r.before().text()) for a, b in zip(runner.run(r.before().text(), "b"), outs))
     choice = next(k for k, lab in enumerate(r.labels[site]) if k and "transpose" in lab)
     after = runner.run(r.after({site: choice}).text(), "b")
     assert all(np.allclose(a, b, rtol=1e-4, atol=1e-4) for a, b in zip(after, outs))

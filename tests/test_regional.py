@@ -63,8 +63,11 @@ def test_the_whole_estimate_comes_from_measured_evaluations_first():
     strat = get_strategy("regional")
     strat._reset()
     stats = EvaluatorStats()
-    ctx = SimpleNamespace(evaluator=SimpleNamespace(stats=stats), original=SimpleNamespace(num_ops=lambda: 4000))
+    ctx = SimpleNamespace(evaluator=SimpleNamespace(stats=stats), original=SimpleNamespace(num_ops=lambda: 4000),
+                          caches=SimpleNamespace(compile_s=0.0))
     assert strat._whole_estimate(ctx) == pytest.approx(4000 * regional.COMPILE_S_PER_OP)  # nothing measured: a guess
+    ctx.caches.compile_s = 3.0  # the probe's compile of the original
+    assert strat._whole_estimate(ctx) == pytest.approx(6.0)
     stats.evaluated, stats.seconds = 2, 9.0  # the option screen and a fallback, say
     assert strat._whole_estimate(ctx) == pytest.approx(4.5)
     strat.whole_s = [6.0, 8.0]  # the assembly's own

@@ -115,3 +115,35 @@ def test_a_search_records_every_phase_and_where_the_budget_went():
     assert "\n  probe" in text and "candidates" in text
     back = ProgramResult.from_record(res.to_record())
     assert back.to_record() == res.to_record()
+
+
+def test_a_slow_compile_keeps_more_of_the_search_for_sweeps():
+    assert Schedule.sweeps_s(30.0) == schedule.SWEEPS * 30.0  # fast evaluations: the plain share
+    assert Schedule.sweeps_s(30.0, whole_s=0.5, sweeps=10) == schedule.SWEEPS * 30.0
+    assert Schedule.sweeps_s(30.0, whole_s=3.0, sweeps=4) == 12.0  # four sweeps of 3 s
+    assert Schedule.sweeps_s(30.0, whole_s=8.0, sweeps=10) == schedule.SWEEPS_MAX * 30.0  # capped
+
+
+def test_xla_actions_have_one_name_and_the_old_one_warns():
+    import pytest
+
+    res = ProgramResult(name="p", strategy="beam")
+    res.action_tokens = ("cse", "xla_cpu_use_xnnpack=false")
+    assert [type(a).__name__ for a in res.actions] == ["DisablePass", "SetOption"]
+    assert res.to_record()["disabled_passes"] == ["cse", "xla_cpu_use_xnnpack=false"]
+    with pytest.warns(DeprecationWarning, match="action_tokens"):
+        assert res.disabled_passes == res.action_tokens
+
+
+def test_a_fresh_worker_started_by_the_probe_is_not_a_restart():
+    """The time kept for a candidate's set-up counts a restarted worker only (one started by
+    the probe itself is not), or a fresh search would stop its candidates a compile early."""
+    from shlo_env.search.program_search import ProgramSearch, probe
+
+    x = np.ones((8, 8), np.float32)
+    run = ProgramSearch(se.lower(lambda a: a @ a, x), SearchOptions(budget_s=10.0), None, None, False)
+    try:
+        assert probe(run) and run.probe_pid is not None
+        assert not run.worker_restarted() and run.setup_s() == 0.0
+    finally:
+        run.finish()

@@ -230,6 +230,6 @@ def test_optimize_program_returns_the_screened_option(hot_program):
     options = SearchOptions(patterns=["div_by_power_of_two"], budget_s=60, xla_options=[OTHER, FAST], strategy="beam",
                             strategy_options={"expand_budget": 2, "max_expansions": 1})
     res = optimize_program(hot_program, options, worker=worker)
-    assert FAST in res.disabled_passes and res.ratio <= 0.5
+    assert FAST in res.action_tokens and res.ratio <= 0.5
     assert res.strategy_info["option_screen"]["chosen"] == FAST
     assert res.decisions and len(res.decisions) >= 1  # the option step is a recorded decision

@@ -24,6 +24,8 @@ from shlo_env.measure.timing_policy import TimingPolicy
 # result or not) is then checked against the cache key by the tests below.
 OTHER = {
     "patterns": ["reduce_through_dot"],
+    "numerics": "exact",
+    "exclude_patterns": ["reduce_through_dot"],
     "strategy": "beam",
     "strategy_options": {"alpha": 1.0},
     "budget_s": 30.0,
@@ -102,8 +104,9 @@ def test_unknown_options_are_a_clear_type_error():
 def test_optimize_and_jit_take_the_options_object(program):
     f = se.jit(colsum, options=SearchOptions(budget_s=7.0, seed=2), seed=3)
     assert f.options == SearchOptions(budget_s=7.0, seed=3)
-    # optimize's defaults, without XLA options (a jit function nests inside other jits)
-    assert se.jit(colsum).options == DEFAULTS.with_(xla_options=False)
+    # the "quick" mode, without XLA options (a jit function nests inside other jits); optimize's is "default"
+    assert se.jit(colsum).options == search_options.preset("quick", xla_options=False)
+    assert DEFAULTS == search_options.preset("default") == SearchOptions()
 
 
 def _parser_with(add) -> argparse.ArgumentParser:
@@ -124,10 +127,10 @@ def test_the_file_cli_has_a_flag_for_every_option_with_one():
     declared = {f.name: declaration(f).flag for f in option_fields() if declaration(f).flag}
     assert {k: flags.get(k) for k in declared} == declared
     assert "--xla-options" in flags.values() and "--no-cache" in flags.values()
-    args = parser.parse_args(["m.mlir", "-o", "-", "--budget", "12", "--xla-options", "--patterns", "a,b",
+    args = parser.parse_args(["m.mlir", "-o", "-", "--budget", "12", "--xla-options", "--patterns", "mul_one,add_zero",
                               "--strategy-options", '{"alpha": 0.5}', "--no-confirm", "--threshold", "0.9"])
     opts = search_options.from_args(args, args._search_options)
-    assert opts == SearchOptions(budget_s=12.0, xla_options=True, patterns=["a", "b"],
+    assert opts == SearchOptions(budget_s=12.0, xla_options=True, patterns=["mul_one", "add_zero"],
                                  strategy_options={"alpha": 0.5}, confirm=False, threshold=0.9)
     defaults = search_options.from_args(parser.parse_args(["m.mlir", "-o", "-"]), args._search_options)
     assert defaults == SearchOptions()

@@ -60,3 +60,27 @@ def test_a_site_is_skipped_only_when_measured_and_static_weights_agree_it_is_col
     # site 1's matched ops missed its kernel (measured 0.07 %), but the static estimate says it
     # holds most of the time: it is kept (quadratic_form's 25x reassociation looked like this)
     assert site_heat.measured_order([0.0, 0.0007, 0.3], [1.0, 900.0, 99.0]) == [2, 1]
+
+
+def test_the_profile_runs_in_the_worker_and_is_stopped_at_its_timeout():
+    import pytest
+
+    from shlo_env.execute import runtime
+    from shlo_env.execute.runners import CandidateError, FailureKind
+    from shlo_env.execute.worker import Worker
+    from shlo_env.rewrite import region_cut
+    from shlo_env.rewrite.driver import augment, list_alternatives
+
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal((256, 256)).astype(np.float32)
+    p = lower(lambda a: jnp.tanh(a) @ a, big, name="one_site")
+    aug = augment(p, [TanhTimesOne()])
+    with Worker() as w:
+        w.set_inputs("x", runtime.random_inputs(p.in_specs, 0))
+        prof = site_heat.profile_original(aug, runner=w, input_key="x", runs=2, warmup=1, timeout_s=120)
+        region_cut.check_profile(aug, prof)  # op indices of the augmented program's baseline
+        weights, _ = site_heat.measured_weights(aug, len(list_alternatives(aug)), runner=w, input_key="x")
+        assert len(weights) == 1 and 0 < weights[0] <= 1
+        with pytest.raises(CandidateError) as stopped:
+            site_heat.profile_original(aug, runner=w, input_key="x", runs=50, timeout_s=1e-3)
+        assert stopped.value.kind is FailureKind.TIMEOUT

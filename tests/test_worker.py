@@ -82,7 +82,7 @@ def test_worker_inprocess_and_locked_worker_implement_the_runner_protocol():
     import contextlib
 
     from shlo_env.execute.runners import FailureKind, InProcess, Runner
-    from shlo_env.search.program_search import LockedWorker
+    from shlo_env.execute.runners import LockedWorker
 
     w = Worker(timeout_s=5)  # not started: only its interface is checked
     for runner in (w, InProcess(), LockedWorker(w, contextlib.nullcontext())):

@@ -28,6 +28,7 @@ import inspect
 import json
 import os
 import sys
+import tarfile
 import tempfile
 import time
 import warnings
@@ -37,10 +38,17 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from shlo_env.search.options import SearchOptions
 
+from shlo_env import logs
 from shlo_env.execute import xla_options
 
+log = logs.get("cache")
 FORMAT = 1
 ENV_VAR = "SHLO_ENV_CACHE_DIR"
+MAX_MB_VAR = "SHLO_ENV_CACHE_MAX_MB"  # the cache's size limit (least recently used entries go first)
+DEFAULT_MAX_MB = 1024.0
+#: Key fields that change with an upgrade: an entry that differs from a key in these only is
+#: re-verified and re-timed by `optimize` (seconds) rather than searched again (`find_stale`).
+VERSION_FIELDS = ("jax", "jaxlib", "shlo_env")
 _OFF = {"off", "0", "false", "no", "none", "disable", "disabled"}
 
 
@@ -102,7 +110,7 @@ class Entry:
         d["actions"] = list(self.disabled_passes)
         if isinstance(d.get("report"), dict) and "actions" in d["report"]:
             d["report"]["actions"] = list(xla_options.tokens(_actions(d["report"]["actions"])))
-        return json.dumps(d, default=_json_default)
+        return json.dumps(d, default=json_default)
 
     @classmethod
     def from_json(cls, text: str) -> "Entry":
@@ -135,7 +143,8 @@ def _actions(stored) -> tuple[xla_options.Action, ...]:
     return xla_options.normalize(out)
 
 
-def _json_default(x):
+def json_default(x):
+    """JSON for what `json.dumps` cannot write: sets and tuples as lists, numbers as floats, else text."""
     if isinstance(x, (set, frozenset, tuple)):
         return list(x)
     try:
@@ -145,7 +154,7 @@ def _json_default(x):
 
 
 def digest(key: dict) -> str:
-    return hashlib.sha256(json.dumps(key, sort_keys=True, default=_json_default).encode()).hexdigest()[:32]
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=json_default).encode()).hexdigest()[:32]
 
 
 class SearchCache:
@@ -164,6 +173,8 @@ class SearchCache:
         try:
             data = path.read_bytes()
         except FileNotFoundError:
+            log.info("miss: %s (program %s on %s/%s)%s", path.name, key.get("program", "?"), key.get("backend", "?"),
+                     key.get("device_kind", "?"), self.nearest(key))
             return None
         except OSError as e:
             warnings.warn(f"shlo_env cache: cannot read {path} ({e}); searching again", CacheWarning, stacklevel=3)
@@ -174,11 +185,75 @@ class SearchCache:
             warnings.warn(f"shlo_env cache: ignoring unreadable entry {path} ({type(e).__name__}: {e}); "
                           f"it will be replaced", CacheWarning, stacklevel=3)
             return None
-        if json.loads(json.dumps(key, default=_json_default)) != entry.key:
+        if json.loads(json.dumps(key, default=json_default)) != entry.key:
             warnings.warn(f"shlo_env cache: ignoring entry {path} written for another key; it will be "
                           f"replaced", CacheWarning, stacklevel=3)
             return None
+        log.info("hit: %s (%s)", path.name, entry.name)
+        try:
+            os.utime(path)  # used now: the last to be pruned (`prune`)
+        except OSError:
+            pass
         return entry
+
+    def find_stale(self, key: dict) -> Entry | None:
+        """The newest entry for the same program, options, backend and device as `key`, written
+        by other jax/jaxlib/shlo_env versions (`VERSION_FIELDS`), or None."""
+        want = json.loads(json.dumps(key, default=json_default))
+        same = {k: v for k, v in want.items() if k not in VERSION_FIELDS}
+        found: list[Entry] = []
+        for _, entry in self.entries():
+            if entry is None or {k: v for k, v in entry.key.items() if k not in VERSION_FIELDS} != same:
+                continue
+            if any(entry.key.get(k) != want.get(k) for k in VERSION_FIELDS):
+                found.append(entry)
+        return max(found, key=lambda e: e.created) if found else None
+
+    def size_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.files() if p.exists())
+
+    def prune(self, max_bytes: float | None = None) -> int:
+        """Remove least recently used entries (by the time each was last read or written) until
+        the cache holds at most `max_bytes` (default `$SHLO_ENV_CACHE_MAX_MB`, else 1 GiB).
+        Returns how many were removed."""
+        if max_bytes is None:
+            try:
+                max_bytes = float(os.environ.get(MAX_MB_VAR, DEFAULT_MAX_MB)) * 2**20
+            except ValueError:
+                max_bytes = DEFAULT_MAX_MB * 2**20
+        files = []
+        for path in self.files():
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            files.append((st.st_mtime, st.st_size, path))
+        total = sum(size for _, size, _ in files)
+        removed = 0
+        for _, size, path in sorted(files, key=lambda f: f[0]):
+            if total <= max_bytes:
+                break
+            path.unlink(missing_ok=True)
+            total -= size
+            removed += 1
+        if removed:
+            log.info("pruned %d least recently used entries (limit %.0f MB)", removed, max_bytes / 2**20)
+        return removed
+
+    def nearest(self, key: dict) -> str:
+        """Why `key` missed, against the entries of the same program: the key fields that differ
+        from the closest one ("" when no entry holds this program)."""
+        best: list[str] | None = None
+        want = json.loads(json.dumps(key, default=json_default))
+        for _, entry in self.entries():
+            if entry is None or entry.key.get("program") != want.get("program"):
+                continue
+            diff = [k for k in sorted(set(want) | set(entry.key)) if k != "options" and want.get(k) != entry.key.get(k)]
+            options, stored = want.get("options") or {}, entry.key.get("options") or {}
+            diff += [f"options.{k}" for k in sorted(set(options) | set(stored)) if options.get(k) != stored.get(k)]
+            if best is None or len(diff) < len(best):
+                best = diff
+        return "" if best is None else f"; the nearest entry differs in {', '.join(best) or 'nothing'}"
 
     def put(self, entry: Entry) -> Path:
         """Write `entry` atomically (temporary file in the same directory, then rename)."""
@@ -195,6 +270,8 @@ class SearchCache:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        log.info("stored: %s (%s)", path.name, entry.name)
+        self.prune()
         return path
 
     def discard(self, key: dict) -> None:
@@ -266,10 +343,51 @@ def search_key(program, options: "SearchOptions") -> dict:
     return {"format": FORMAT, "program": dag_hash(program), **environment(), "options": options.result_key()}
 
 
-# --- `shlo-env cache list|clear` ------------------------------------------------------------------
+# --- moving entries between machines ----------------------------------------------------------------
+
+def export_entries(store: SearchCache, path: str | os.PathLike) -> int:
+    """Write every readable entry of `store` into the archive `path` (.tar.gz); returns how many.
+    An entry applies where its key's backend, device kind and versions match (`search_key`)."""
+    n = 0
+    tmp = Path(str(path) + ".partial")
+    with tarfile.open(tmp, "w:gz") as tar:
+        for file, entry in store.entries():
+            if entry is not None:
+                tar.add(file, arcname=f"searches/{file.name}")
+                n += 1
+    tmp.replace(path)
+    return n
+
+
+def import_entries(store: SearchCache, path: str | os.PathLike) -> tuple[int, int]:
+    """Add the entries of the archive `path` (from `export_entries`) to `store`: each is parsed
+    and stored under its own key (a file whose name is not its key's digest is skipped, as is
+    anything but an entry). Returns (imported, skipped)."""
+    imported = skipped = 0
+    with tarfile.open(path, "r:*") as tar:
+        for member in tar.getmembers():
+            if not member.isfile() or not member.name.endswith(".json"):
+                skipped += member.isfile()
+                continue
+            f = tar.extractfile(member)
+            try:
+                entry = Entry.from_json(f.read().decode("utf-8")) if f is not None else None
+            except (ValueError, TypeError, KeyError):
+                entry = None
+            if entry is None or Path(member.name).name != f"{digest(entry.key)}.json":
+                skipped += 1
+                continue
+            store.put(entry)
+            imported += 1
+    return imported, skipped
+
+
+# --- `shlo-env cache list|clear|export|import` ------------------------------------------------------
 
 def add_arguments(p) -> None:
-    p.add_argument("action", choices=("list", "clear"), help="list the cached searches, or remove them all")
+    p.add_argument("action", choices=("list", "clear", "export", "import"),
+                   help="list the cached searches, remove them all, or copy them to/from an archive")
+    p.add_argument("archive", nargs="?", help="export/import: the .tar.gz archive")
     p.add_argument("--dir", default=None, help=f"the cache directory (default: ${ENV_VAR}, else {default_dir()})")
 
 
@@ -280,6 +398,21 @@ def run(args) -> int:
         return 0
     if args.action == "clear":
         print(f"removed {store.clear()} cached searches from {store.directory}")
+        return 0
+    if args.action in ("export", "import"):
+        if not args.archive:
+            print(f"shlo-env cache {args.action}: error: give the archive's path", file=sys.stderr)
+            return 2
+        try:
+            if args.action == "export":
+                print(f"exported {export_entries(store, args.archive)} cached searches to {args.archive}")
+            else:
+                imported, skipped = import_entries(store, args.archive)
+                print(f"imported {imported} cached searches into {store.directory}"
+                      + (f" ({skipped} files skipped: not entries)" if skipped else ""))
+        except (OSError, EOFError, ValueError, tarfile.TarError) as e:
+            print(f"shlo-env cache {args.action}: error: {e}", file=sys.stderr)
+            return 2
         return 0
     rows = store.entries()
     print(f"{len(rows)} cached searches in {store.directory}")
@@ -298,4 +431,4 @@ def run(args) -> int:
 
 
 __all__ = ["CacheWarning", "Entry", "SearchCache", "default_dir", "resolve_dir", "open_cache",
-           "search_key", "ENV_VAR"]
+           "search_key", "ENV_VAR", "export_entries", "import_entries"]

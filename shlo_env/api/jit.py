@@ -47,15 +47,17 @@ import jax
 import numpy as np
 
 from shlo_env import _jax_compat
+from shlo_env.execute import xla_options
 from shlo_env.ir.program import ProgramError
-from shlo_env.api.optimize import DEFAULTS, OptimizedFunction, Report, optimize, own_class
-from shlo_env.search.options import SearchOptions, options_from
+from shlo_env.api.optimize import OptimizedFunction, Report, optimize, own_class
+from shlo_env.search.options import SearchOptions, options_from, preset
 
 NOTICE_AFTER_S = 3.0  # a search still running after this long prints a line on stderr
-#: `optimize()`'s defaults without XLA options: a jit function nests inside other jitted code and
-#: is dispatched by jax's C++ path, and a winner with compiler options can do neither (jax takes
-#: compiler options on a top-level jit only). `xla_options=...` asks for them anyway.
-JIT_DEFAULTS = DEFAULTS.with_(xla_options=False)
+#: The "quick" mode (its first call blocks: 15 s at most) without XLA options: a jit function nests
+#: inside other jitted code and is dispatched by jax's C++ path, and a winner with compiler options
+#: can do neither (jax takes compiler options on a top-level jit only). `xla_options=...` (or
+#: `mode="max"`) asks for them anyway; `mode="default"` searches as `optimize` does.
+JIT_DEFAULTS = preset("quick", xla_options=False)
 # Searches share one MLIR context: a synchronous search waits for a background one to finish.
 _SEARCH_LOCK = threading.Lock()
 
@@ -96,7 +98,7 @@ def jit(fn: Callable | None = None, /, *, static_argnums: int | Iterable[int] | 
         and/or its fields by name: `budget_s`, `strategy`, `patterns`, `passes`, ...); an
         unknown name is a TypeError here, not at the first call.
     """
-    search = options_from(JIT_DEFAULTS if options is None else options, fields, where="shlo_env.api.jit")
+    search = options_from(JIT_DEFAULTS if options is None else options, fields, where="shlo_env.jit")
     if fn is None:
         return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, donate_argnames=donate_argnames,
@@ -185,7 +187,7 @@ class JitFunction:
                 calling = _jax_compat.jit_call_arguments()  # the call's own (concrete) arguments
                 same = calling is not None and self._same_signature(key, calling)
                 spec = self._specialize(key, *(calling if same and calling is not None else (args, kwargs)))
-            if spec.optimized is None or spec.optimized.report.disabled_passes:
+            if spec.optimized is None or spec.optimized.report.actions or spec.optimized.keyed_effects:
                 # jax.jit(fn)'s program; a winner with XLA actions runs from `_keyed_call` from now on
                 return fn(*args, **kwargs)
             d_args, d_kwargs, _, _ = self._split(args, kwargs)
@@ -271,7 +273,8 @@ class JitFunction:
 
     def _register(self, key, spec: Specialization, swapped: bool = False) -> None:
         self._specializations[key] = spec
-        if spec.optimized is not None and spec.optimized.report.disabled_passes and not self._keyed:
+        if spec.optimized is not None and (spec.optimized.report.actions or spec.optimized.keyed_effects) \
+                and not self._keyed:
             self._keyed = True
             type(self).__call__ = _keyed_entry  # type: ignore[method-assign]
         if swapped:  # jax has compiled what ran before: trace every signature again
@@ -329,7 +332,7 @@ class JitFunction:
             notice.finished(opt.report)
         if opt.program is None:
             return Specialization(self._jitted, opt.report, opt)
-        passes = opt.report.disabled_passes
+        passes = opt.report.action_tokens
         inner = opt.module_call  # a jax.jit of the optimized module, with its compiler options
 
         @functools.wraps(self._fn)  # jax.jit reads fn's signature to match static/donated names
@@ -337,8 +340,13 @@ class JitFunction:
             d_args, d_kwargs, _, _ = self._split(a, k)
             return inner(*jax.tree_util.tree_leaves((d_args, d_kwargs)))
 
-        compiler_options = {"xla_disable_hlo_passes": ",".join(passes)} if passes else None
+        # disabled passes and `name=value` option actions, each where XLA takes it
+        compiler_options = xla_options.compiler_options(passes) if passes else None
         jitted = jax.jit(wrapper, compiler_options=compiler_options, **self._jit_kwargs)
+        if opt.keyed_effects:
+            # host callbacks: `inner` is a compiled executable, which jax.jit cannot trace into;
+            # `jitted` (for `.lower`) runs fn's own program there
+            return Specialization(wrapper, opt.report, opt, jitted=jitted)
         # Without donation the plain wrapper is enough (static values are part of the signature
         # already): no second compile on the first call. Donation needs jax.jit's own handling.
         donates = self._jit_kwargs["donate_argnums"] is not None or self._jit_kwargs["donate_argnames"] is not None

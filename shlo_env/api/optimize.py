@@ -31,15 +31,24 @@ from shlo_env.execute import runtime
 from shlo_env.api import cache as search_cache
 from shlo_env.execute import xla_options as option_actions
 from shlo_env.ir.hashing import dag_hash
-from shlo_env.ir.program import Program, lower, parse_module
+from shlo_env.api.effects import optimize_effects
+from shlo_env.ir.effects import has_host_callbacks
+from shlo_env.ir.program import Program, ProgramError, lower, parse_module
 from shlo_env.measure.noise_thresholds import accepts
 from shlo_env.measure.numerics import SENSITIVITY_ULPS, Numerics
 from shlo_env.search import passes as pass_actions
-from shlo_env.search.options import SearchOptions, options_from
+from shlo_env.search.options import SearchOptions, options_from, preset
 from shlo_env.search.program_search import SearchSummary, optimize_program
 from shlo_env.measure.timing_policy import SEARCH, TimingPolicy
 from shlo_env.measure.verify import all_finite, escalate, finite_redraw
 from shlo_env.execute.worker import shared as shared_worker
+from shlo_env import logs
+from shlo_env.api import dump
+from shlo_env.api.progress import SearchWatch
+
+search_log = logs.get("search")
+verify_log = logs.get("verify")
+cache_log = logs.get("cache")
 
 
 @dataclasses.dataclass
@@ -56,7 +65,9 @@ class Report(SearchSummary):
     verification: str = ""
     optimized_hash: str = ""
     pass_actions: tuple[str, ...] = ()  # passes the search was allowed to disable
-    cache: str = ""  # "hit" (taken from the persistent cache), "stored" (searched, then stored), "" (off)
+    decisions: list = dataclasses.field(default_factory=list)  # decision vectors from the original to the result
+    cache: str = ""  # "hit" (taken from the persistent cache), "stored" (searched, then stored), "" (off),
+    # "revalidated" (an entry of other jax/jaxlib versions, verified and timed again here)
 
     @classmethod
     def from_result(cls, res: SearchSummary, **fields) -> "Report":
@@ -64,6 +75,14 @@ class Report(SearchSummary):
         copied), plus `fields`."""
         shared = {f.name: copy.copy(getattr(res, f.name)) for f in dataclasses.fields(SearchSummary)}
         return cls(**{**shared, **fields})
+
+    def explain(self) -> str:
+        """Per rewrite: the lines of your source it replaced, the XLA actions, a diff of the
+        StableHLO; or, when jax.jit was kept, why, measured (`shlo_env.api.explain`)."""
+        from shlo_env.api.explain import explain
+
+        original, optimized = self.__dict__.get("_programs", (None, None))
+        return explain(self, original, optimized)
 
     @property
     def hit_rate(self) -> float:
@@ -90,8 +109,8 @@ class Report(SearchSummary):
             lines.append(f"  {self.describe_acceptance()}")
         if self.applied:
             lines.append(f"  rewrites: {', '.join(self.applied)} ({self.numerics})")
-        if self.disabled_passes:
-            lines.append(f"  XLA actions (passes disabled, options set): {', '.join(self.disabled_passes)}")
+        if self.actions:
+            lines.append(f"  XLA actions (passes disabled, options set): {', '.join(self.action_tokens)}")
         if self.verification:
             lines.append(f"  verified: {self.verification}")
         if self.reason:
@@ -99,6 +118,9 @@ class Report(SearchSummary):
         if self.cache == "hit":
             lines.append("  persistent cache: hit (searched in an earlier run, checked against jax.jit "
                          "on a seeded random input set)")
+        elif self.cache == "revalidated":
+            lines.append("  persistent cache: searched under other jax/jaxlib versions, verified and timed "
+                         "again here (no new search)")
         fails = ", ".join(f"{k} {v}" for k, v in sorted(self.failures.items()))
         untimed = ", ".join(f"{k} {v}" for k, v in sorted(self.untimed.items()))
         lines.append(f"  search: {self.candidates_evaluated} candidates, {self.cache_hits} cache hits "
@@ -107,6 +129,9 @@ class Report(SearchSummary):
                      + f", {self.search_s:.1f} s of {self.total_s:.1f} s")
         if self.cuts:
             lines.append(f"  cut short by the budget: {'; '.join(self.cuts)}")
+        if self.phases:
+            lines.append("  where the budget went (seconds spent, of those given):")
+            lines.append(self.describe_phases())
         return "\n".join(lines)
 
 
@@ -120,7 +145,7 @@ class OptimizedFunction:
     A call is one `jax.jit` call (see `dispatching`): each instance's `__call__` is that
     `jax.jit` itself (`own_class`), so jax's C++ dispatch finds the executable of a signature
     it has seen with no Python in between, at what `jax.jit(fn)` costs per call. Only a rewrite
-    compiled with XLA actions (`report.disabled_passes`) is called through a Python check of
+    compiled with XLA actions (`report.actions`) is called through a Python check of
     the signature, since one `jax.jit` compiles every signature with one set of compiler
     options."""
 
@@ -133,11 +158,12 @@ class OptimizedFunction:
         self._call = call  # the optimized module's callable (jax.jit(fn) when it was kept)
         self._fallback = fallback if fallback is not None else call  # jax.jit(fn)
         self.report = report
+        report.__dict__["_programs"] = (original, program)  # for report.explain() (not a field: not stored)
         self.program = program  # the chosen program (None when jax.jit(fn) is returned)
         self.original = original
         if dispatch is None:
             dispatch = call if self._call is self._fallback or original is None else dispatching(
-                fn, call, original, report.disabled_passes, self._fallback)
+                fn, call, original, report.action_tokens, self._fallback)
         self._dispatch = dispatch
         type(self).__call__ = staticmethod(dispatch)  # type: ignore[method-assign]
         self.__name__ = getattr(fn, "__name__", "fn")
@@ -145,6 +171,14 @@ class OptimizedFunction:
 
     def __call__(self, *args, **kwargs):  # replaced per instance by `dispatch` itself (see __init__)
         return self._dispatch(*args, **kwargs)
+
+    stitched = None  # the delivered module (an ir.Module) when the program has host callbacks
+
+    @property
+    def keyed_effects(self) -> bool:
+        """Host callbacks: the callable is jax's compiled executable behind a Python check of the
+        signature (`shlo_env.api.effects`), which an outer `jax.jit` cannot trace into."""
+        return self.stitched is not None
 
     @property
     def module_call(self) -> Callable:
@@ -154,6 +188,23 @@ class OptimizedFunction:
 
     def __repr__(self) -> str:
         return f"<OptimizedFunction {self.__name__}: {self.report.speedup:.2f}x vs jax.jit>"
+
+    def export(self, path: str | os.PathLike) -> "os.PathLike":
+        """Write a portable artifact (a folder) that `shlo_env.load_optimized(path)` runs with the
+        chosen XLA actions: the serialized jax.export module, its actions, numerics tier and
+        report, and the jax/jaxlib/device it was tuned on (`shlo_env.api.export`)."""
+        from shlo_env.api.export import write_artifact
+
+        if self.stitched is not None:
+            raise ValueError("cannot export: the program calls Python host callbacks, which a file cannot carry "
+                             "(docs/side_effects.md)")
+        if self.original is None:
+            raise ValueError("nothing to export: this function was not lowered")
+        r = self.report
+        return write_artifact(path, self.program if self.program is not None else self.original,
+                              fn=self.__wrapped__, original=self.original,
+                              actions=r.action_tokens if self.program is not None else (), numerics=r.numerics,
+                              report=dataclasses.asdict(r), report_text=str(r), name=r.name)
 
 
 def own_class(cls: type) -> type:
@@ -284,10 +335,10 @@ def time_callables(fns: Sequence[Callable], args: Sequence, timing: TimingPolicy
     return [runtime.typical(s) for s in callable_samples(fns, args, timing)]
 
 
-# optimize()'s defaults: a longer budget than a program-level search's (it also builds and
-# checks the callable), and no final timing or cost analysis in the worker (`_finish` times the
-# callable here, in this process)
-DEFAULTS = SearchOptions(budget_s=120.0)
+# optimize()'s defaults: the "default" mode (`shlo_env.search.options.MODES`; `mode="quick"` or
+# `mode="max"` for the others). The final timing and cost analysis in the worker are turned off
+# per call (`_finish` times the callable here, in this process).
+DEFAULTS = preset("default")
 
 
 def optimize(fn: Callable, *args, options: SearchOptions | None = None, progress: bool | None = None,
@@ -299,13 +350,19 @@ def optimize(fn: Callable, *args, options: SearchOptions | None = None, progress
 
     Args:
       options: the search's options (`shlo_env.search.options.SearchOptions`; default
-        `DEFAULTS`: a budget of 120 s). Its `final_timing` and `cost` do not apply: the
+        `DEFAULTS`: the "default" mode, 60 s). Its `final_timing` and `cost` do not apply: the
         callable is timed in-process.
+      mode (a field name here): "quick" (15 s), "default" (60 s) or "max" (600 s, XLA
+        passes and options too): budget and strategy together (`MODES`); fields given
+        beside it override it. `numerics="exact"|"reassociate"|"approx"` caps the tiers,
+        `exclude_patterns=[name or family, ...]` leaves patterns out.
       fields: any `SearchOptions` field by name (`budget_s`, `strategy`, `patterns`, `passes`,
         `xla_options`, `seed`, ...), replacing the one in `options`; an unknown name is a
         TypeError. `budget_s` covers the whole call (search, confirmation, final check);
         `name` defaults to fn's name.
-      progress: show a live line (best ratio, candidates evaluated, cache hits) on stderr.
+      progress: show one tqdm line (best ratio, candidates evaluated, cache hits) on stderr;
+        off by default. Logs: `SHLO_ENV_LOGS=search,cache` (`shlo_env.logs`); a dump folder:
+        `SHLO_ENV_DUMP_DIR` (`shlo_env.api.dump`).
       cache: the persistent cache of searches (`shlo_env.api.cache`): True for the default
         directory (`SHLO_ENV_CACHE_DIR`, else the user cache directory), a directory, or
         False. Its key is the program and the options that change the result
@@ -317,19 +374,81 @@ def optimize(fn: Callable, *args, options: SearchOptions | None = None, progress
     name = str(options.name or getattr(fn, "__name__", "fn"))
     options = options.with_(name=name, final_timing=False, cost=False)
     jitted = jax.jit(fn)
-    program = lower(fn, *args, name=name)
+    try:
+        program = lower(fn, *args, name=name)
+    except ProgramError as e:
+        if str(e).startswith("could not lower"):
+            raise  # fn itself fails on these arguments, as under jax.jit
+        if "token" not in str(e):  # a program jax.jit runs and we cannot search: say why
+            return _not_searched(fn, jitted, name, options, t0, f"not searched: {e}")
+        program = None  # ordered effects thread tokens through main: searched around them
+    devices = program_devices(program.module) if program is not None else 1
+    if devices > 1:
+        return _not_searched(fn, jitted, name, options, t0, (
+            f"not searched: the program runs on {devices} devices (sharded or replicated); shlo_env searches "
+            f"single-device programs (sharding annotations on one device are searched), so jax.jit(fn) runs it"))
+    if program is None or has_host_callbacks(program):
+        # host callbacks and tokens: searched with them cut out, delivered by jax's own compile
+        # (shlo_env.api.effects); not cached: the callbacks are this process's functions
+        return optimize_effects(fn, args, jitted, name, t0, options, bool(progress),
+                                OptimizedFunction=OptimizedFunction, Report=Report, callable_samples=callable_samples)
     store = search_cache.open_cache(cache)
     key = search_cache.search_key(program, options) if store is not None else None
     entry = store.get(key) if store is not None and key is not None else None
     if entry is not None:
         hit = _from_cache(fn, args, jitted, program, entry, name, t0)
         if hit is not None:
+            _finished(hit, program, [])
             return hit
-    opt, searched = _search(fn, args, jitted, program, t0, options, progress=bool(progress))
+    elif store is not None and key is not None:  # after an upgrade: re-verify and re-time, not search
+        stale = store.find_stale(key)
+        renewed = _revalidated(fn, args, jitted, program, stale, name, t0, options) if stale is not None else None
+        if renewed is not None:
+            store_search(store, _cache_entry(key, renewed), name)  # under this version's key
+            _finished(renewed, program, [])
+            return renewed
+    watch = SearchWatch(bool(progress), name, budget_s=options.budget_s)  # the tqdm line, logs, candidates
+    try:
+        opt, searched = _search(fn, args, jitted, program, t0, options, progress=watch)
+    finally:
+        watch.close()
     if key is not None and store is not None and searched:
         if store_search(store, _cache_entry(key, opt), name):
             opt.report.cache = "stored"
+    _finished(opt, program, watch.candidates())
     return opt
+
+
+def _finished(opt: "OptimizedFunction", program: Program, candidates: list[dict]) -> None:
+    """Log the outcome (`shlo_env.search`) and write the dump folder when `SHLO_ENV_DUMP_DIR` is set."""
+    search_log.info("%s", str(opt.report).splitlines()[0])
+    base = dump.root()
+    if base is None:
+        return
+    try:
+        dump.write(dump.folder_for(base, opt.report.name, dag_hash(program)), original_text=program.text(),
+                   winner_text=None if opt.program is None else opt.program.text(),
+                   report=dataclasses.asdict(opt.report), candidates=candidates)
+    except OSError as e:  # a dump that cannot be written costs the dump, not the result
+        warnings.warn(f"shlo_env: cannot write the dump of {opt.report.name} under {base} ({e})", stacklevel=3)
+
+
+def program_devices(module) -> int:
+    """How many devices the lowered module runs on: its replicas times its partitions."""
+    from jaxlib.mlir import ir
+
+    count = 1
+    for attr in ("mhlo.num_partitions", "mhlo.num_replicas"):
+        if attr in module.operation.attributes:
+            count *= int(ir.IntegerAttr(module.operation.attributes[attr]).value)
+    return count
+
+
+def _not_searched(fn, jitted, name: str, options: SearchOptions, t0: float, reason: str) -> OptimizedFunction:
+    """jax.jit(fn) itself, with the one-line reason no search ran."""
+    report = Report(name=name, strategy=str(options.strategy), returned_original=True, reason=reason)
+    report.total_s = time.perf_counter() - t0
+    return OptimizedFunction(fn, jitted, report, None, None)
 
 
 def store_search(store: search_cache.SearchCache, entry: search_cache.Entry, name: str) -> bool:
@@ -344,14 +463,14 @@ def store_search(store: search_cache.SearchCache, entry: search_cache.Entry, nam
     return True
 
 
-def _search(fn, args, jitted, program, t0, options: SearchOptions, progress: bool) -> tuple[OptimizedFunction, bool]:
+def _search(fn, args, jitted, program, t0, options: SearchOptions, progress: Any) -> tuple[OptimizedFunction, bool]:
     """The search proper; also says whether its outcome may be cached (the original ran)."""
     # The search, confirmation and verification are the program-level search; the rest of the
     # budget (the schedule's hard deadline onwards, `shlo_env.search.schedule`) builds the callable and checks it here.
     with shared_worker(options.timeout_s) as worker:  # warm across calls (`shlo_env.execute.worker.shared`)
-        res = optimize_program(program, options, worker=worker, progress=progress)
+        res = optimize_program(program, options.effective(), worker=worker, progress=progress)
     report = Report.from_result(
-        res, baseline_s=res.baseline.get("full", float("nan")),
+        res, baseline_s=res.baseline.get("full", float("nan")), decisions=list(res.decisions),
         pass_actions=pass_actions.resolve(options.passes) + option_actions.resolve(options.xla_options,
                                                                                   ops=program.num_ops()))
 
@@ -359,7 +478,8 @@ def _search(fn, args, jitted, program, t0, options: SearchOptions, progress: boo
         report.returned_original = True
         report.reason = reason
         report.ratio = 1.0
-        report.applied, report.disabled_passes, report.numerics = (), (), "EXACT"
+        report.applied, report.actions, report.numerics = (), (), "EXACT"
+        report.decisions = []
         report.total_s = time.perf_counter() - t0
         return OptimizedFunction(fn, jitted, report, None, program)
 
@@ -395,6 +515,33 @@ def _report_from(stored: dict, name: str) -> Report:
     report.untimed = {}
     report.search_s = 0.0
     return report
+
+
+def _revalidated(fn, args, jitted, program, stale: search_cache.Entry, name, t0,
+                 options: SearchOptions) -> OptimizedFunction | None:
+    """A search stored by other jax/jaxlib/shlo_env versions (`SearchCache.find_stale`), checked
+    as a hit is (outputs against jax.jit(fn)) and timed again here against jax.jit(fn): kept when
+    it still wins by the screening rule (seconds), else None (the caller searches: minutes). An
+    entry that kept jax.jit is searched again: the new versions may offer something."""
+    if stale.program is None:
+        return None
+    opt = _from_cache(fn, args, jitted, program, stale, name, t0)
+    if opt is None or opt.program is None:
+        return None
+    s_jit, s_opt = callable_samples([jitted, opt], args, options.timing)
+    t_jit, t_opt = runtime.typical(s_jit), runtime.typical(s_opt)
+    ratio, median = t_opt / t_jit, runtime.median_ratio(s_jit, s_opt)
+    versions = {k: stale.key.get(k) for k in search_cache.VERSION_FIELDS}
+    if not accepts(ratio, median, 1.0 - options.min_gain):
+        cache_log.info("%s: the entry of %s no longer wins here (ratio %.3f, median %.3f): searching again",
+                       name, versions, ratio, median)
+        return None
+    report = opt.report
+    report.baseline_s, report.optimized_s, report.ratio, report.median_ratio = t_jit, t_opt, ratio, median
+    report.cache = "revalidated"
+    report.total_s = time.perf_counter() - t0
+    cache_log.info("%s: the entry of %s re-verified and re-timed here: ratio %.3f", name, versions, ratio)
+    return opt
 
 
 def _from_cache(fn, args, jitted, program, entry, name, t0) -> OptimizedFunction | None:
@@ -476,6 +623,8 @@ def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out,
     ref, sens = reference_out if reference_out is not None else (None, None)
     cmp = escalate([[np.asarray(g) for g in got]], [[np.asarray(w) for w in want]], best.numerics,
                    lambda: None if ref is None else [ref], lambda: None if sens is None else [sens])
+    verify_log.info("%s: in-process check against jax.jit: %s", report.name,
+                    f"ok ({cmp.tier.name})" if cmp.ok else f"failed: {cmp.detail}")
     if not cmp.ok:
         return keep_original(f"final in-process check against jax.jit failed: {cmp.detail}")
     tier = max(cmp.tier, best.verified)
@@ -488,7 +637,7 @@ def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out,
                              f"within noise (worker measured {best.ratio:.3f}, median {best.median_ratio:.3f})")
     report.returned_original = False
     report.applied = chosen.applied
-    report.disabled_passes = best.passes
+    report.action_tokens = best.passes
     report.numerics = tier.name
     report.optimized_hash = best.key
     c = best.comparison

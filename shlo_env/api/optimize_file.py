@@ -71,8 +71,25 @@ def decompress(data: bytes) -> bytes:
     return data
 
 
-def read_program(source: str) -> Program:
-    """A Program from a file path, or from stdin for `-`."""
+class _ModuleOnly:
+    """A module written as it is (`write_program`): its text and bytecode."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def text(self) -> str:
+        return str(self.module.operation.get_asm())
+
+    def bytecode(self) -> bytes:
+        import io
+
+        buf = io.BytesIO()
+        self.module.operation.write_bytecode(buf)
+        return buf.getvalue()
+
+
+def read_module(source: str):
+    """(parsed module, name, origin) from a file path, or from stdin for `-`."""
     if source == "-":
         data, name, origin = sys.stdin.buffer.read(), "stdin", "<stdin>"
     else:
@@ -89,12 +106,47 @@ def read_program(source: str) -> Program:
             text_or_bytes = data.decode("utf-8")
         except UnicodeDecodeError:
             raise ProgramError(f"{origin} is neither MLIR text nor MLIR bytecode") from None
-    module = parse_module(text_or_bytes, what=origin)
+    return parse_module(text_or_bytes, what=origin), name, origin
+
+
+def read_program(source: str) -> Program:
+    """A Program from a file path, or from stdin for `-`."""
+    module, name, origin = read_module(source)
     return program_from_module(module, name=name, source=origin)
 
 
-def write_program(program: Program, dest: str) -> None:
-    """Bytecode for `.mlirbc` (before an optional compression suffix), text otherwise."""
+def read_inputs(path: str, program: Program) -> tuple:
+    """The arrays of an `.npz` file (`np.savez(path, *arrays)`, in the file's order) as the
+    program's example inputs, checked against its signature."""
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = [data[k] for k in data.files]
+    except (OSError, ValueError) as e:
+        raise ProgramError(f"cannot read --inputs {path}: {e}") from None
+    return program.checked_example_args(arrays, what=f"--inputs {path}")
+
+
+def callback_refusal(module) -> str | None:
+    """Why a module cannot be searched from a file, or None: its host callbacks are Python
+    functions of the process that lowered it (`shlo_env.ir.effects`)."""
+    from shlo_env.ir import effects
+
+    if effects.has_host_callbacks(module):
+        return (f"the module calls {effects.describe_callbacks(module)}: Python functions of the process "
+                f"that lowered it, which jax refers to by index into a list it hands to XLA when it compiles "
+                f"the module. A file cannot carry them, so the module cannot run here and is not searched. "
+                f"In that process, shlo_env.optimize(fn, *args) or shlo_env.jit(fn) search around host "
+                f"callbacks and keep them working (docs/side_effects.md)")
+    return None
+
+
+def write_program(program: Program | Any, dest: str) -> None:
+    """Bytecode for `.mlirbc` (before an optional compression suffix), text otherwise.
+    `program` may also be a bare `ir.Module` (a module no Program holds, written unchanged)."""
+    if not isinstance(program, Program):
+        program = _ModuleOnly(program)
     if dest == "-":
         sys.stdout.write(program.text())
         sys.stdout.flush()
@@ -123,13 +175,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="search without the persistent cache of searches (neither read nor written)")
     p.add_argument("--cache-dir", default=None, metavar="DIR",
                    help="the cache directory (default: $SHLO_ENV_CACHE_DIR, else the user cache directory)")
-    p.set_defaults(_search_options=add_search_arguments(p))
+    p.add_argument("--dump", default=None, metavar="DIR",
+                   help="write original.mlir, winner.mlir, report.json and candidates.jsonl (every candidate: "
+                        "hash, rewrites, tier, ratio, why rejected) into DIR (default: $SHLO_ENV_DUMP_DIR/NAME-HASH)")
+    p.add_argument("--explain", action="store_true",
+                   help="print what changed and where (a diff of the StableHLO), or why nothing did")
+    p.add_argument("--export", default=None, metavar="DIR",
+                   help="also write a portable artifact (jax.export module + XLA actions + report) that "
+                        "shlo_env.load_optimized(DIR) runs")
+    p.add_argument("--inputs", default=None, metavar="FILE.npz",
+                   help="the module's inputs (np.savez(FILE, *arrays), in argument order): the search "
+                        "verifies on them and on small perturbations of them instead of N(0,1) draws "
+                        "(for a module whose random inputs mean nothing, e.g. weights as arguments)")
+    p.set_defaults(_search_options=add_search_arguments(p, with_mode=True))
 
 
 def run(args: argparse.Namespace) -> int:
     from shlo_env.api import cache as search_cache
     from shlo_env.api.optimize import store_search
     from shlo_env.search import strategies
+    from shlo_env.api.progress import SearchWatch
     from shlo_env.search.program_search import optimize_program
 
     def fail(message: str) -> int:
@@ -151,7 +216,14 @@ def run(args: argparse.Namespace) -> int:
         report_path = args.output + ".report.json"
     try:
         options.result_key()  # resolves the patterns, passes and XLA options named: bad names fail here
-        program = read_program(args.input)
+        module, name, origin = read_module(args.input)
+        refusal = callback_refusal(module)
+        if refusal is not None:
+            return _unchanged(args, report_path, module, name, f"not searched: {refusal}", fail)
+        program = program_from_module(module, name=name, source=origin)
+        if args.inputs:
+            program.example_args = read_inputs(args.inputs, program)
+            program.perturb_examples = True
     except (ProgramError, KeyError, ValueError) as e:
         return fail(str(e).strip("'\""))
     options = options.with_(name=options.name or program.name)
@@ -160,10 +232,17 @@ def run(args: argparse.Namespace) -> int:
     entry = store.get(key) if store is not None and key is not None else None
     res = _from_cache(program, entry, options) if entry is not None else None
     cache = "hit" if res is not None else ""
+    candidates: list[dict] = []
     if res is None:
-        res = optimize_program(program, options, progress=args.progress)
-        if res.status != "ok" or res.program is None:
-            return fail(res.error or "the search returned no program")
+        watch = SearchWatch(bool(args.progress), res_name(options, program), budget_s=options.budget_s)
+        try:
+            res = optimize_program(program, options.effective(), progress=watch)
+        finally:
+            watch.close()
+        candidates = watch.candidates()
+        if res.status != "ok" or res.program is None:  # nothing searched: as `optimize` returns jax.jit
+            why = (res.error if res.status != "ok" else res.reason) or "the search returned no program"
+            return _unchanged(args, report_path, program, program.name, why, fail, res)
         if store is not None and key is not None and store_search(store, _entry(key, res), res.name):
             cache = "stored"
     assert res.program is not None
@@ -174,11 +253,58 @@ def run(args: argparse.Namespace) -> int:
     if report_path:
         record = {"input": args.input, "output": args.output, **res.record(), "cache": cache}
         Path(report_path).write_text(json.dumps(record, indent=2, default=str))
+    try:
+        _dump_and_export(args, program, res, candidates)
+    except (OSError, ValueError) as e:
+        return fail(f"cannot write the dump or the export: {e}")
     print(str(res), file=sys.stderr)
+    if args.explain:
+        from shlo_env.api.explain import explain
+
+        print(explain(res, program, None if res.returned_original else res.program), file=sys.stderr)
     if cache == "hit":
         print("persistent cache: hit (searched in an earlier run, checked against the input module on a seeded "
               "random input set)", file=sys.stderr)
     return 0
+
+
+def _unchanged(args: argparse.Namespace, report_path: str | None, module, name: str, reason: str,
+               fail: Callable[[str], int], res: ProgramResult | None = None) -> int:
+    """Nothing to search: the input written as it came, the reason said on stderr, exit 0."""
+    try:
+        write_program(module, args.output)
+    except OSError as e:
+        return fail(f"cannot write {args.output}: {e}")
+    if report_path:
+        record = res.record() if res is not None else {"name": name, "status": "ok", "applied": []}
+        record = {"input": args.input, "output": args.output, **record, "returned_original": True,
+                  "reason": reason, "cache": ""}
+        Path(report_path).write_text(json.dumps(record, indent=2, default=str))
+    print(f"shlo-env optimize: {name}: written unchanged: {reason}", file=sys.stderr)
+    return 0
+
+
+def res_name(options: SearchOptions, program: Program) -> str:
+    return str(options.name or program.name)
+
+
+def _dump_and_export(args: argparse.Namespace, program: Program, res: ProgramResult, candidates: list[dict]) -> None:
+    """`--dump DIR` (or `$SHLO_ENV_DUMP_DIR`) and `--export DIR`, after the output is written."""
+    from shlo_env.api import dump
+    from shlo_env.ir.hashing import dag_hash
+
+    winner = None if res.returned_original or res.program is None else res.program
+    base = dump.root()
+    if args.dump or base is not None:
+        folder = Path(args.dump) if args.dump else dump.folder_for(base, res.name, dag_hash(program))  # type: ignore[arg-type]
+        dump.write(folder, original_text=program.text(), winner_text=None if winner is None else winner.text(),
+                   report=res.record(), candidates=candidates)
+    if args.export:
+        from shlo_env.api.export import write_artifact
+
+        write_artifact(args.export, winner if winner is not None else program,
+                       actions=res.actions if winner is not None else (), numerics=res.numerics,
+                       report=res.record(), report_text=str(res), name=res.name)
 
 
 def _entry(key: dict, res: ProgramResult) -> Entry:
@@ -219,7 +345,7 @@ def _from_cache(program: Program, entry: Entry, options: SearchOptions) -> Progr
                                   for k, v in stored.items() if k in fields}
         res = ProgramResult(**values)
         if "disabled_passes" in stored and "disabled_passes" not in names:
-            res.disabled_passes = tuple(stored["disabled_passes"])  # the record's text form of the actions
+            res.action_tokens = tuple(stored["disabled_passes"])  # the record's text form of the actions
     except Exception as e:  # noqa: BLE001 - a bad entry means: search again
         warnings.warn(f"shlo_env cache: ignoring the cached search of {program.name} ({type(e).__name__}: {e}); "
                       f"searching again", CacheWarning, stacklevel=2)

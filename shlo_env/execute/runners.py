@@ -186,13 +186,24 @@ class InProcess:
                       timeout_s: float | None = None) -> str:
         return _guard(lambda: runtime.optimized_hlo(runtime.compile(text, tuple(disabled_passes))))
 
+    def profile(self, text: str, input_key: str, runs: int = 5, warmup: int = 1, timeout_s: float | None = None):
+        """Per-kernel profile of the program `text` on the input set `input_key`
+        (`kernel_profile.profile_program`, no pattern sites): in a worker, a profile that runs
+        long (tracing a loop's every iteration) is stopped at its timeout like any request."""
+        from shlo_env.ir.program import load
+        from shlo_env.measure.kernel_profile import profile_program
+
+        return _guard(lambda: profile_program(load(text), self._host(input_key), runs=runs, warmup=warmup,
+                                              patterns=()))
+
     def close(self) -> None:
         pass
 
 
 # The requests a `Worker` sends to its child, each answered by the `InProcess` method of that
 # name (arguments as the method takes them; the worker never sends a timeout_s).
-COMMANDS = frozenset({"set_inputs", "drop_inputs", "run", "reference", "time_each", "cost", "optimized_hlo"})
+COMMANDS = frozenset({"set_inputs", "drop_inputs", "run", "reference", "time_each", "cost", "optimized_hlo",
+                      "profile"})
 
 
 def _guard(fn):
@@ -261,6 +272,10 @@ class LockedWorker:
 
     def optimized_hlo(self, text: str, disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> str:
         return self._worker.optimized_hlo(text, disabled_passes, timeout_s)
+
+    def profile(self, text: str, input_key: str, runs: int = 5, warmup: int = 1, timeout_s: float | None = None):
+        with self._lock:  # traced runs: a timing
+            return self._worker.profile(text, input_key, runs, warmup, timeout_s)
 
     def close(self) -> None:
         self._worker.close()

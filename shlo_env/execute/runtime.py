@@ -30,6 +30,7 @@ import xxhash
 
 from shlo_env import _jax_compat
 from shlo_env.execute import xla_options
+from shlo_env.ir.effects import has_host_callbacks
 from shlo_env.ir.program import Program
 from shlo_env.measure.timing_policy import QUICK, TimingPolicy
 
@@ -83,6 +84,11 @@ def platform() -> str:
 
 @functools.lru_cache(maxsize=256)
 def _compile_cached(text: str, disabled_passes: tuple[str, ...]) -> Executable:
+    if has_host_callbacks(text):
+        # compiled without jax's list of Python callbacks, the call would run a function that
+        # is not there: a segfault (shlo_env.ir.effects; `optimize` searches around them)
+        raise CompileError("the program calls Python host callbacks (jax.debug.print, pure_callback, "
+                           "io_callback, ...), which exist only in the process that lowered it")
     _jax_compat.init_lapack()
     client = _jax_compat.backend()
     # `disabled_passes` also carries XLA option actions (`name=value`, see shlo_env.execute.xla_options).
@@ -268,13 +274,40 @@ def special_inputs(specs, seed: int) -> list[list[np.ndarray]]:
 
 
 def input_sets(program: Program, num_random: int = 3, seed: int = 0) -> list[list[np.ndarray]]:
-    """The program's example inputs (if any) followed by `num_random` seeded random sets."""
+    """The program's example inputs (if any) followed by `num_random` seeded random sets: N(0,1)
+    draws, or perturbations of the example inputs when `program.perturb_examples`."""
     sets = []
     if program.example_args is not None:
         sets.append(list(program.example_args))
     for i in range(num_random):
-        sets.append(random_inputs(program.in_specs, seed + i))
+        if program.example_args is not None and getattr(program, "perturb_examples", False):
+            sets.append(perturbed_inputs(program.example_args, seed + i))
+        else:
+            sets.append(random_inputs(program.in_specs, seed + i))
     return sets
+
+
+PERTURBATION = 0.01  # relative size of the perturbation of a user's example inputs
+
+
+def perturbed_inputs(inputs: Sequence[np.ndarray], seed: int, scale: float = PERTURBATION) -> list[np.ndarray]:
+    """`inputs` with each float value moved by a seeded relative N(0, scale) step (its sign and
+    its zeros kept: a variance stays positive, a mask stays a mask); integers and booleans
+    (indices, labels, counts) as they are."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for x in inputs:
+        x = np.asarray(x)
+        if np.issubdtype(x.dtype, np.floating) or x.dtype == ml_dtypes.bfloat16:
+            wide = x.astype(np.float64)
+            step = np.clip(rng.standard_normal(x.shape) * scale, -0.5, 0.5)
+            out.append((wide * (1.0 + step)).astype(x.dtype))
+        elif np.issubdtype(x.dtype, np.complexfloating):
+            step = np.clip(rng.standard_normal(x.shape) * scale, -0.5, 0.5)
+            out.append((x * (1.0 + step)).astype(x.dtype))
+        else:
+            out.append(x.copy())
+    return out
 
 
 # --- float64 reference ------------------------------------------------------------------------

@@ -28,11 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from shlo_env import _jax_compat
+from shlo_env import _jax_compat, logs
 from shlo_env.execute._parent_watch import WAKE_S, die_with_parent
 from shlo_env.execute.runners import COMMANDS, CandidateError, FailureKind, InProcess
 from shlo_env.execute.runtime import Timing
 from shlo_env.measure.timing_policy import QUICK, TimingPolicy, default_timeout  # noqa: F401  (re-exported)
+
+log = logs.get("worker")  # SHLO_ENV_LOGS=worker: starts, and kills after a timeout or a crash
 
 # Seconds the child sleeps before answering each request: lets tests interrupt a request in flight.
 TEST_DELAY_VAR = "SHLO_ENV_WORKER_TEST_DELAY_S"
@@ -144,6 +146,7 @@ class Worker:
         child.close()
         self._proc, self._conn, self._sent = proc, Connection(parent.detach()), set()
         _live.add(self)
+        log.info("worker process %d started%s", proc.pid, f" (restart {self._starts - 1})" if self._starts > 1 else "")
 
     def start(self) -> "Worker":
         """Start the child now rather than at the first request (it imports jax meanwhile);
@@ -151,6 +154,11 @@ class Worker:
         with self._turn:
             self._ensure()
         return self
+
+    def ready(self, timeout_s: float | None = None) -> None:
+        """Start the child if needed and wait until it answers (its jax import done): a caller
+        that times its first request then times the request, not the child's start."""
+        self._call("drop_inputs", None, timeout_s, keys=[])
 
     def turn(self) -> threading.RLock:
         """Held, no request of another thread runs on this worker (each request takes it)."""
@@ -225,6 +233,7 @@ class Worker:
         except (BrokenPipeError, OSError, EOFError):
             ready = True  # fall through to recv, which reports the crash
         if not ready:
+            log.info("%s: no answer within %.0f s; the worker process is killed", cmd, timeout_s)
             self._kill()
             raise CandidateError(FailureKind.TIMEOUT, f"no answer within {timeout_s:.0f} s (worker restarted)")
         try:
@@ -236,6 +245,7 @@ class Worker:
                     code = self._proc.wait(timeout=5)
                 except subprocess.TimeoutExpired:
                     pass
+            log.info("%s: the worker process died (exit code %s)", cmd, code)
             self._kill()
             raise CandidateError(FailureKind.CRASH, f"worker process died (exit code {code})") from None
         if status == "error":
@@ -288,6 +298,10 @@ class Worker:
 
     def optimized_hlo(self, text: str, disabled_passes: Sequence[str] = (), timeout_s: float | None = None) -> str:
         return self._call("optimized_hlo", None, timeout_s, text=text, disabled_passes=tuple(disabled_passes))
+
+    def profile(self, text: str, input_key: str, runs: int = 5, warmup: int = 1, timeout_s: float | None = None):
+        """`InProcess.profile` in the child: stopped (the child killed) past `timeout_s`."""
+        return self._call("profile", input_key, timeout_s, text=text, input_key=input_key, runs=runs, warmup=warmup)
 
     @property
     def input_bytes(self) -> int:

@@ -73,6 +73,10 @@ class Program:
     source: str = ""
     applied: tuple[str, ...] = ()  # pattern names applied so far, in order
     numerics: int = 0  # loosest numerics tier among applied patterns (see numerics.Numerics)
+    # the search's random input sets are small perturbations of `example_args` instead of
+    # N(0,1) draws (`runtime.input_sets`): for a module whose random inputs mean nothing
+    # (weights as arguments, a batch-norm variance), given its inputs by the user
+    perturb_examples: bool = False
 
     @property
     def main(self) -> ir.Operation:
@@ -97,6 +101,20 @@ class Program:
         jax emits `chlo` ops (`jnp.square`, `erfc`, ...) that have no VHLO form, so a copy is
         legalized to plain StableHLO first; the program itself keeps its ops."""
         return _jax_compat.serialize_portable(str(legalize_chlo(self.clone().module).operation.get_asm()))
+
+    def checked_example_args(self, arrays, what: str = "example_args") -> tuple[np.ndarray, ...]:
+        """`arrays` as this program's example inputs: one per input, each of its shape, cast to
+        its dtype when numpy does so without loss (`same_kind`); ProgramError otherwise."""
+        arrays = [np.asarray(a) for a in arrays]
+        if len(arrays) != len(self.in_specs):
+            raise ProgramError(f"{what}: {len(arrays)} arrays for the {len(self.in_specs)} inputs of {self.name}")
+        out = []
+        for i, (a, s) in enumerate(zip(arrays, self.in_specs)):
+            if tuple(a.shape) != tuple(s.shape) or not np.can_cast(a.dtype, s.dtype, casting="same_kind"):
+                raise ProgramError(f"{what}: input {i} is {a.dtype}{list(a.shape)}, the module takes "
+                                   f"{np.dtype(s.dtype)}{list(s.shape)}")
+            out.append(a.astype(s.dtype, copy=False))
+        return tuple(out)
 
     def with_module(self, module: ir.Module) -> "Program":
         return dataclasses.replace(self, module=module)
@@ -137,7 +155,7 @@ def program_state(p: Program) -> dict:
         "out_specs": [(tuple(s.shape), np.dtype(s.dtype).str) for s in p.out_specs],
         "in_tree": p.in_tree, "out_tree": p.out_tree,
         "example_args": p.example_args, "name": p.name, "source": p.source,
-        "applied": tuple(p.applied), "numerics": int(p.numerics),
+        "applied": tuple(p.applied), "numerics": int(p.numerics), "perturb_examples": p.perturb_examples,
     }
 
 
@@ -148,7 +166,7 @@ def program_from_state(state: dict) -> Program:
     specs = lambda xs: tuple(jax.ShapeDtypeStruct(tuple(s), np.dtype(d)) for s, d in xs)  # noqa: E731
     return Program(module, specs(state["in_specs"]), specs(state["out_specs"]), state["in_tree"],
                    state["out_tree"], state["example_args"], state["name"], state["source"],
-                   tuple(state["applied"]), int(state["numerics"]))
+                   tuple(state["applied"]), int(state["numerics"]), bool(state.get("perturb_examples", False)))
 
 
 def legalize_chlo(module: ir.Module) -> ir.Module:
@@ -371,8 +389,11 @@ def lower(fn, *args, name: str | None = None, inline: bool = True) -> Program:
     return program
 
 
-def load(source: str | bytes | os.PathLike, *, name: str | None = None) -> Program:
-    """Load a StableHLO module from a `.mlir` (text) or `.mlirbc` (bytecode) file, or from text/bytes."""
+def load(source: str | bytes | os.PathLike, *, name: str | None = None, example_args=None) -> Program:
+    """Load a StableHLO module from a `.mlir` (text) or `.mlirbc` (bytecode) file, or from text/bytes.
+
+    `example_args` (one array per input) are the module's inputs: the search verifies on them
+    and on small perturbations of them (`Program.perturb_examples`) instead of N(0,1) draws."""
     data: str | bytes
     origin = "<memory>"
     if isinstance(source, (str, bytes)) and not source.strip():
@@ -390,7 +411,11 @@ def load(source: str | bytes | os.PathLike, *, name: str | None = None) -> Progr
     else:
         data = source
     module = parse_module(data, what=origin)
-    return program_from_module(module, name=name or "main", source=origin)
+    program = program_from_module(module, name=name or "main", source=origin)
+    if example_args is not None:
+        program.example_args = program.checked_example_args(example_args)
+        program.perturb_examples = True
+    return program
 
 
 def save(program: Program, path: str | os.PathLike) -> Path:

@@ -101,6 +101,36 @@ def render() -> str:
     return "\n".join(out)
 
 
+# --- `shlo-env patterns` ------------------------------------------------------------------------
+
+def family(pattern) -> str:
+    """The pattern's family: its module's name (`shlo_env/patterns/dot.py`: "dot")."""
+    return type(pattern).__module__.rsplit(".", 1)[-1]
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--family", default=None, help="only this family (dot, loops, layout, ...)")
+    p.add_argument("--tier", choices=("exact", "reassociate", "approx"), default=None,
+                   help="only patterns of this numerics tier")
+
+
+def run(args) -> int:
+    rows = [(p.name, family(p), p.numerics.name.lower(), p.summary) for p in all_patterns()
+            if (args.family is None or family(p) == args.family)
+            and (args.tier is None or p.numerics.name.lower() == args.tier)]
+    if not rows:
+        print(f"no pattern matches (families: {', '.join(sorted({family(p) for p in all_patterns()}))})",
+              file=sys.stderr)
+        return 2
+    width = max(len(r[0]) for r in rows)
+    fam = max(len(r[1]) for r in rows)
+    for name, fam_name, tier, summary in rows:
+        print(f"{name:{width}}  {fam_name:{fam}}  {tier:11}  {summary}")
+    print(f"\n{len(rows)} patterns; approx ones are used only when asked for (numerics=\"approx\" or by name); "
+          "docs/patterns.md has before -> after for each", file=sys.stderr)
+    return 0
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     path = Path(argv[0]) if argv else Path(__file__).resolve().parents[2] / "docs" / "patterns.md"

@@ -171,9 +171,14 @@ def _example_sources() -> tuple[Source, ...]:
 
 @functools.cache
 def _random_sources(n: int, max_ops: int, seed: int) -> tuple[Source, ...]:
-    """`n` small random programs (shlo_env.testing.random_programs, motifs on), drawn deterministically."""
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
+    """`n` small random programs (shlo_env.testing.random_programs, motifs on), drawn deterministically.
+    hypothesis draws them: the `gym` extra installs it (`pip install "shlo_env[gym]"`)."""
+    try:
+        from hypothesis import HealthCheck, given, settings
+        from hypothesis import strategies as st
+    except ImportError as e:
+        raise ImportError('programs="random" draws its programs with hypothesis, which is not installed: '
+                          'pip install "shlo_env[gym]" (or use programs="examples" or a corpus dataset)') from e
 
     from shlo_env.testing.random_programs import jax_programs
 

@@ -45,10 +45,11 @@ class AugmentStats:
     # ops looked at for matches, of all: fewer when `augment`'s deadline came first
     scanned: int = 0
     ops: int = 0
+    unrecorded: int = 0  # matched root sets left unrecorded when the deadline came first
 
     @property
     def cut(self) -> bool:
-        return self.scanned < self.ops
+        return self.scanned < self.ops or self.unrecorded > 0
 
 
 # --- walking ----------------------------------------------------------------------------------
@@ -95,8 +96,10 @@ def augment(program: Program, patterns=None, *, inplace: bool = False,
             stats: AugmentStats | None = None, deadline: float | None = None) -> Program:
     """Record every match of every pattern as an alternatives op (dry mode).
 
-    `deadline` (a `time.perf_counter()` value): stop looking for matches then, and record those
-    found so far, in the ops before (`stats.scanned` of `stats.ops`): a search's budget bounds it.
+    `deadline` (a `time.perf_counter()` value): a search's budget bounds augment. Matching takes
+    the first half of the time left (`stats.scanned` of `stats.ops` ops looked at), recording
+    the matches (building each alternative) the rest; what the deadline leaves unrecorded is
+    counted in `stats.unrecorded`.
 
     Matches are collected on the unchanged program first, so overlapping matches all count.
     Several patterns matching the same roots share one alternatives op. A pattern that raises
@@ -106,11 +109,15 @@ def augment(program: Program, patterns=None, *, inplace: bool = False,
     patterns = resolve(patterns)
     stats = stats if stats is not None else AugmentStats()
     prog = program if inplace else program.clone()
+    matching = None if deadline is None else time.perf_counter() + 0.5 * (deadline - time.perf_counter())
     with ir_scope(), _collector_paused():
-        groups, cyclic = _collect_matches(prog, patterns, stats, deadline)
+        groups, cyclic = _collect_matches(prog, patterns, stats, matching)
         redirect: dict[ir.Value, ir.Value] = {}
         orders = _Orders()
-        for roots, members in groups.items():
+        for n, (roots, members) in enumerate(groups.items()):
+            if deadline is not None and time.perf_counter() >= deadline:
+                stats.unrecorded = len(groups) - n
+                break
             _record(list(roots), members, redirect, stats, orders, roots in cyclic)
     return prog
 

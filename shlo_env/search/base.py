@@ -281,6 +281,7 @@ class SearchCaches:
         self.bounds: dict[str, list[float]] = {}
         self.profiles: dict[str, object] = {}  # DAG hash -> that profile (`kernel_profile.Profile`)
         self.profile_cost_s = 0.0  # the schedule's estimate of one profile (from the measured compile)
+        self.compile_s = 0.0  # the original's compile, measured by the program search's probe
         self.children: dict[tuple, State | None] = {}
         self.steps: dict[str, tuple[str, str]] = {}
         self.expansions = 0  # programs augmented

@@ -18,6 +18,7 @@ field is declared here once, with `about(...)` metadata that says
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import enum
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from shlo_env.measure.noise_thresholds import NoiseModel
+from shlo_env.measure.numerics import Numerics
 from shlo_env.search.base import Strategy
 from shlo_env.measure.timing_policy import SEARCH, TimingPolicy
 
@@ -124,6 +126,15 @@ class SearchOptions:
         "Pattern classes/instances/names (default: every value-preserving pattern).",
         result=True, flag="--patterns", key=_pattern_key, type=_names, metavar="NAME,NAME",
         help="comma-separated pattern names (default: every value-preserving pattern)"))
+    numerics: str | None = dataclasses.field(default=None, metadata=about(
+        "a cap on the numerics tiers: \"exact\" (bitwise-equal rewrites only, no XLA actions), "
+        "\"reassociate\" (also reordered float math), \"approx\" (also value-changing patterns and "
+        "fast math); None: every value-preserving pattern, and APPROX only where asked for by name.",
+        result=True, flag="--numerics", choices=("exact", "reassociate", "approx")))
+    exclude_patterns: Sequence[str] = dataclasses.field(default=(), metadata=about(
+        "pattern names or families (`shlo-env patterns`: dot, loops, layout, ...) never to use.",
+        result=True, flag="--exclude-patterns", type=_names, metavar="NAME,FAMILY",
+        help="comma-separated pattern names or families never to use (shlo-env patterns lists them)"))
     strategy: str | Strategy = dataclasses.field(default="auto", metadata=about(
         "a name from `shlo_env.search.strategies()`, or \"auto\" (by decision-space size: exhaustive "
         "when small, beam search, factorized MCTS when large).",
@@ -190,6 +201,30 @@ class SearchOptions:
     name: str | None = dataclasses.field(default=None, metadata=about(
         "the name in the result (default: the program's or the function's).", result=False, flag="--name"))
 
+    def __post_init__(self):
+        check(self)
+
+    def effective(self) -> "SearchOptions":
+        """These options with `numerics` and `exclude_patterns` applied: `patterns` as the
+        list of patterns the search may use (capped, exclusions removed) and, under
+        numerics="exact", no XLA actions (they may reorder float math). What a search runs."""
+        if self.numerics is None and not self.exclude_patterns:
+            return self
+        from shlo_env.patterns.base import all_patterns, resolve
+
+        cap = Numerics.parse(self.numerics) if self.numerics is not None else None
+        chosen = (all_patterns() if self.patterns is None and cap is Numerics.APPROX
+                  else resolve(self.patterns))
+        excluded = set(self.exclude_patterns)
+        kept = [p for p in chosen if (cap is None or p.numerics <= cap)
+                and p.name not in excluded and pattern_family(p) not in excluded]
+        changes: dict[str, Any] = {"patterns": kept, "numerics": None, "exclude_patterns": ()}
+        if cap is Numerics.EXACT:
+            changes.update(passes=False, xla_options=False)
+        elif cap is not Numerics.APPROX and self.xla_options == "approx":
+            changes["xla_options"] = True  # the value-preserving ones
+        return dataclasses.replace(self, **changes)
+
     def with_(self, **changes) -> "SearchOptions":
         """A copy with `changes` (checked: an unknown name is a TypeError naming the known ones)."""
         return options_from(self, changes, where="SearchOptions.with_")
@@ -220,18 +255,102 @@ def result_fields() -> tuple[str, ...]:
 
 def options_from(base: SearchOptions | None, fields: Mapping[str, Any], *, where: str) -> SearchOptions:
     """`base` (default `SearchOptions()`) with `fields` replaced; an unknown name is a TypeError
-    that says which call got it and what the options are."""
+    that says which call got it and what the options are. `mode=` ("quick", "default", "max")
+    sets its fields (`MODES`) first; the other `fields` override it."""
     base = base if base is not None else SearchOptions()
+    if "mode" in fields:
+        fields = dict(fields)
+        base = dataclasses.replace(base, **mode_fields(fields.pop("mode")))
     known = [f.name for f in option_fields()]
     unknown = [k for k in fields if k not in known]
     if unknown:
         hints = []
         for k in unknown:
-            close = difflib.get_close_matches(k, known, n=1)
+            close = difflib.get_close_matches(k, known + ["mode"], n=1)
             hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         raise TypeError(f"{where}() got unknown search option{'s' if len(unknown) > 1 else ''} "
-                        f"{', '.join(hints)}; the options are: {', '.join(known)}")
+                        f"{', '.join(hints)}; the options are: mode, {', '.join(known)}")
     return dataclasses.replace(base, **fields) if fields else base
+
+
+# --- modes: budget and strategy together ------------------------------------------------------
+
+#: The named modes (docs/guide.md has them as a table). "default" is `SearchOptions()`'s own
+#: values; `optimize` and `shlo-env optimize` use it, `shlo_env.jit` uses "quick" (its first call
+#: blocks), `shlo-env bench`'s quick suite keeps its own 8 s per program.
+MODES: dict[str, dict[str, Any]] = {
+    "quick": {"budget_s": 15.0, "strategy": "auto", "max_steps": 3},
+    "default": {"budget_s": 60.0, "strategy": "auto", "max_steps": 6},
+    "max": {"budget_s": 600.0, "strategy": "auto", "max_steps": 12, "passes": True, "xla_options": True},
+}
+
+
+def mode_fields(mode: str) -> dict[str, Any]:
+    """The field values of a named mode (ValueError naming the modes for any other name)."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
+    return dict(MODES[mode])
+
+
+def preset(mode: str, **fields: Any) -> SearchOptions:
+    """`SearchOptions` of a named mode, with `fields` on top: `preset("quick", seed=1)`."""
+    return options_from(None, {"mode": mode, **fields}, where="preset")
+
+
+# --- checks, when the options are built ---------------------------------------------------------
+
+NUMERICS_CAPS = ("exact", "reassociate", "approx")
+
+
+def pattern_family(pattern) -> str:
+    """A pattern's family: the module it is defined in (`shlo_env/patterns/dot.py`: "dot")."""
+    return type(pattern).__module__.rsplit(".", 1)[-1]
+
+
+def _bad(name: str, value: Any, why: str) -> ValueError:
+    return ValueError(f"search option {name}={value!r}: {why}")
+
+
+def check(o: SearchOptions) -> None:
+    """Raise ValueError for a value no search could run with, naming the choices: called when
+    the options are built, so a wrong name fails at once rather than when the search starts."""
+    if isinstance(o.strategy, str) and o.strategy != "auto":
+        import shlo_env.search as search_package  # its __init__ registers the strategies
+
+        known = search_package.strategies()
+        if known and o.strategy not in known:
+            raise ValueError(f"unknown strategy {o.strategy!r}; choose from auto, {', '.join(known)}")
+    elif not isinstance(o.strategy, (str, Strategy)):
+        raise _bad("strategy", o.strategy, "not a strategy name or a Strategy")
+    if isinstance(o.budget_s, bool) or not isinstance(o.budget_s, (int, float)) or not o.budget_s > 0:
+        raise _bad("budget_s", o.budget_s, "must be a positive number of seconds")
+    for name in ("max_steps", "num_random", "seed"):
+        value = getattr(o, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise _bad(name, value, "must be a non-negative integer")
+    if not isinstance(o.min_gain, (int, float)) or not 0 <= o.min_gain < 1:
+        raise _bad("min_gain", o.min_gain, "must be in [0, 1)")
+    if o.timeout_s is not None and not (isinstance(o.timeout_s, (int, float)) and o.timeout_s > 0):
+        raise _bad("timeout_s", o.timeout_s, "must be a positive number of seconds, or None")
+    if o.numerics is not None and o.numerics not in NUMERICS_CAPS:
+        raise _bad("numerics", o.numerics, f"choose from {', '.join(NUMERICS_CAPS)} (or None)")
+    if isinstance(o.exclude_patterns, str):
+        raise _bad("exclude_patterns", o.exclude_patterns, "a list of names, not one string")
+    if isinstance(o.patterns, str):
+        raise _bad("patterns", o.patterns, "a list of names, not one string")
+    given: Iterable = o.patterns or ()  # type: ignore[assignment]  # names, classes or instances
+    names = [p for p in given if isinstance(p, str)] + list(o.exclude_patterns)
+    if names:
+        from shlo_env.patterns.base import all_patterns
+
+        every = all_patterns()
+        named: set[str] = {p.name for p in every} | {pattern_family(p) for p in every}
+        unknown = [n for n in names if n not in named]
+        if unknown:
+            close = [c for n in unknown for c in difflib.get_close_matches(n, sorted(named), n=1)]
+            raise ValueError(f"no pattern named {', '.join(map(repr, unknown))}"
+                             + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")
+                             + "; `shlo-env patterns` lists them")
 
 
 def _doc() -> str:
@@ -250,7 +369,8 @@ SearchOptions.__doc__ = _doc()
 # --- command-line flags -------------------------------------------------------------------------
 
 def add_arguments(parser, names: Iterable[str] | None = None, *, defaults: Mapping[str, Any] | None = None,
-                  helps: Mapping[str, str] | None = None, group_title: str | None = "search options") -> list[str]:
+                  helps: Mapping[str, str] | None = None, group_title: str | None = "search options",
+                  with_mode: bool = False) -> list[str]:
     """Add the flags of the options `names` (default: every option that has a flag) to
     `parser`, with the option's name as `dest`, its default (or `defaults[name]`) and its doc
     as help (or `helps[name]`). Returns the names added (for `from_args`)."""
@@ -261,6 +381,11 @@ def add_arguments(parser, names: Iterable[str] | None = None, *, defaults: Mappi
         if missing:
             raise ValueError(f"no command-line flag for search option(s) {missing}")
     target = parser.add_argument_group(group_title) if group_title else parser
+    if with_mode:  # the flags given override the mode's values: the others are left out of `args`
+        target.add_argument("--mode", choices=tuple(MODES), default="default",
+                            help="budget and strategy together: " + "; ".join(
+                                f"{m}: " + ", ".join(f"{k}={v}" for k, v in fs.items()) for m, fs in MODES.items())
+                            + " (default: default)")
     added = []
     for f in option_fields():
         a = declaration(f)
@@ -271,15 +396,20 @@ def add_arguments(parser, names: Iterable[str] | None = None, *, defaults: Mappi
         text = (helps or {}).get(f.name, a.cli.get("help", a.doc))
         if settings.get("action") not in ("store_true", "store_false") and default not in (None, False):
             text += f" (default {default})"
-        target.add_argument(a.flag, dest=f.name, default=default, help=text.replace("%", "%%"), **settings)
+        target.add_argument(a.flag, dest=f.name, default=argparse.SUPPRESS if with_mode else default,
+                            help=text.replace("%", "%%"), **settings)
         added.append(f.name)
     return added
 
 
 def from_args(args, names: Iterable[str], base: SearchOptions | None = None) -> SearchOptions:
-    """`base` with the values of the flags `names` (as `add_arguments` added them) from `args`."""
-    return options_from(base, {n: getattr(args, n) for n in names}, where="from_args")
+    """`base` with the values of the flags `names` (as `add_arguments` added them) from `args`;
+    with `--mode` (`add_arguments(..., with_mode=True)`), the mode's values under the flags given."""
+    fields = {n: getattr(args, n) for n in names if hasattr(args, n)}
+    if getattr(args, "mode", None) is not None:
+        fields["mode"] = args.mode
+    return options_from(base, fields, where="from_args")
 
 
-__all__ = ["About", "SearchOptions", "about", "add_arguments", "declaration", "from_args", "option_fields",
-           "options_from", "plain", "result_fields"]
+__all__ = ["MODES", "About", "SearchOptions", "about", "add_arguments", "check", "declaration", "from_args",
+           "mode_fields", "option_fields", "options_from", "pattern_family", "plain", "preset", "result_fields"]

@@ -40,11 +40,12 @@ import contextlib
 import math
 import time
 from collections.abc import Callable
+from typing import Any
 from contextlib import AbstractContextManager
 
 from shlo_env.execute import runtime
 from shlo_env.execute import xla_options as option_actions
-from shlo_env.execute.runners import CandidateError, LockedWorker, Runner
+from shlo_env.execute.runners import CandidateError, FailureKind, LockedWorker, Runner
 from shlo_env.execute.worker import Worker
 from shlo_env.ir.hashing import dag_hash
 from shlo_env.ir.program import Program, ir_scope
@@ -115,11 +116,12 @@ class ProgramSearch:
         for pid in self.pids:
             memory.reset_peak(pid)
         self.timing: TimingPolicy = options.timing
+        self.probe_pid: int | None = None  # the worker's process when the probe ran (started by it)
         self.exits = contextlib.ExitStack()
         self.evaluator: Evaluator = None  # type: ignore[assignment]  # from the originals phase on
         self.ctx: _RecordingContext = None  # type: ignore[assignment]  # from the augment phase on
-        self.root = None
-        self.best = None
+        self.root: Any = None  # the root's Expansion, from the search phase on
+        self.best: Any = None  # the strategy's best Evaluation, from the search phase on
         self.accepted = False
         self.site_order = ""
 
@@ -133,7 +135,8 @@ class ProgramSearch:
         return self.schedule.compile_s + self.schedule.call_s if self.worker_restarted() else 0.0
 
     def worker_restarted(self) -> bool:
-        return getattr(self.base_worker, "pid", None) != self.pids[1]
+        """The worker that ran the probe was killed since (a request cut at the budget)."""
+        return getattr(self.base_worker, "pid", None) != self.probe_pid
 
     def pair_s(self) -> float:
         return policy_seconds(self.timing, self.schedule.call_s)
@@ -177,9 +180,14 @@ class ProgramSearch:
 # --- the phases, in order ------------------------------------------------------------------------
 
 def probe(run: ProgramSearch) -> bool:
-    """Compile the original and run it once: its call time sizes every later step."""
-    s, t = run.schedule, time.perf_counter()
+    """Compile the original and run it once: its call time sizes every later step, and its
+    compile time (the worker's start not counted) the profile's and a candidate's estimates."""
+    s = run.schedule
     try:
+        ready = getattr(run.base_worker, "ready", None)
+        if ready is not None:
+            ready(max(0.5, s.hard_deadline() - time.perf_counter()))
+        t = time.perf_counter()
         call_s = _probe(run.worker, run.program, run.options.seed, s.hard_deadline())
     except CandidateError as e:
         if time.perf_counter() >= s.hard_deadline() - 0.5:
@@ -188,6 +196,7 @@ def probe(run: ProgramSearch) -> bool:
             return run.keep_original("the budget ran out compiling the original")
         return run.fail(f"the original does not run in the worker: {e}")
     s.calibrate(probe_s=time.perf_counter() - t, call_s=call_s)
+    run.probe_pid = getattr(run.base_worker, "pid", None)
     run.timing, _ = s.pair_policy(run.options.timing)
     return True
 
@@ -240,6 +249,7 @@ def augment_original(run: ProgramSearch) -> bool:
     run.ctx = _RecordingContext(run.program, resolve_patterns(o.patterns), run.evaluator, deadline=deadline,
                                 max_steps=o.max_steps, progress=bar, threshold=run.res.threshold,
                                 passes=run.offered, seed=o.seed)
+    run.ctx.caches.compile_s = s.compile_s
     if time.perf_counter() >= deadline:
         s.cut("augment", f"no matching: measuring the original took {s.elapsed():.1f} s of the budget")
         _augment_root(run.ctx, time.perf_counter(), s)  # the root then offers no rewrite
@@ -436,10 +446,15 @@ def measure_sites(ctx: SearchContext, inputs, schedule: Schedule) -> str:
     if not ok:
         schedule.cut("profile", f"sites in static order ({why})")
         return "static"
-    schedule.record("profile").given_s = cost_s
+    allowed = schedule.profile_timeout_s(cost_s)
+    schedule.record("profile").given_s = allowed
+    ev = ctx.evaluator
     try:
-        bounds, prof = site_heat.measured_weights(augmented, len(alts), inputs)
-    except Exception as e:  # noqa: BLE001 - a profile that fails or does not map leaves the static order
+        bounds, prof = site_heat.measured_weights(augmented, len(alts), inputs, runner=ev.worker,
+                                                  input_key=ev.verifier.keys[0], timeout_s=allowed)
+    except Exception as e:  # noqa: BLE001 - a profile that fails, runs long or does not map: static order
+        if isinstance(e, CandidateError) and e.kind is FailureKind.TIMEOUT:
+            schedule.cut("profile", f"stopped at {allowed:.1f} s (tracing took longer than its estimate)")
         return f"static (the profile failed: {type(e).__name__}: {str(e)[:120]})"
     ctx.caches.bounds[ctx.root.hash] = bounds
     ctx.caches.profiles[ctx.root.hash] = prof
@@ -457,8 +472,10 @@ def _augment_root(ctx: SearchContext, deadline: float, schedule: Schedule) -> No
     augmented = augment(ctx.original, list(ctx.patterns), stats=stats, deadline=deadline)
     ctx.caches.augmented[ctx.root.hash] = (augmented, list_alternatives(augmented))
     ctx.caches.expansions += 1
-    if stats.cut:
+    if stats.scanned < stats.ops:
         schedule.cut("augment", f"patterns matched on the first {stats.scanned} of {stats.ops} ops")
+    if stats.unrecorded:
+        schedule.cut("augment", f"{stats.unrecorded} matched sites left unrecorded (the deadline came first)")
 
 
 def _probe(worker: Runner, program: Program, seed: int, deadline: float) -> float:

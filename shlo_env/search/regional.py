@@ -69,11 +69,15 @@ from shlo_env.measure.region_timing import RegionResult
 from shlo_env.execute.runners import CandidateError
 from shlo_env.search.base import Expansion, SearchContext, State, Strategy, register_strategy, sweep_label
 from shlo_env.search.evaluator import Evaluation
+from shlo_env.search import site_heat
 from shlo_env.search.schedule import Schedule
 
 #: Estimated seconds to compile one StableHLO op in-process (the profile's compile), measured
 #: under load on the 2-core dev machine (4,531 ops: about 20 s).
 COMPILE_S_PER_OP = 0.005
+#: A judging round (cutting a batch's regions, compiling and timing them) needs at least this
+#: many seconds before the sweeps' reserve: less, and it runs into the sweeps' time.
+MIN_ROUND_S = 3.0
 
 
 class Winner(NamedTuple):
@@ -142,12 +146,13 @@ class Regional(Strategy):
         self.info["sites"] = len(sites)
         state, ratio = start, self.start_ratio(ctx, start)
         vec = [0] * len(exp.dims)
-        self.reserve = Schedule.sweeps_s(ctx.time_left())  # the sweeps' (step 5)
+        offered = sum(1 for _ in ctx.sweeps(exp, self.hot_first))
+        self.reserve = Schedule.sweeps_s(ctx.time_left(), self._whole_estimate(ctx), offered)  # step 5's
         self.helpers = self._start_helpers(ctx)
         try:
             for todo, defer in ((sites, True), (self.deferred, False)):
                 for i in range(0, len(todo), self.batch):
-                    if ctx.out_of_time() or ctx.time_left() < self.reserve:
+                    if ctx.out_of_time() or ctx.time_left() < self.reserve + MIN_ROUND_S:
                         break
                     chunk = todo[i:i + self.batch]
                     winners = self._judge(ctx, exp, aug, chunk, bounds, prof, counts, defer)
@@ -238,11 +243,12 @@ class Regional(Strategy):
         if self.profile is None and estimate > Schedule.region_profile_s(ctx.time_left()):
             self.info["profile"] = f"skipped: about {estimate:.1f} s of {ctx.time_left():.1f} s left"
             return None
-        from shlo_env.measure.kernel_profile import profile_program
-
         t = time.perf_counter()
+        ev = ctx.evaluator
         try:
-            prof = profile_program(region_cut.baseline(aug), ctx.evaluator.inputs(0), runs=3, warmup=1, patterns=())
+            prof = site_heat.profile_original(aug, ev.inputs(0), runner=ev.worker, input_key=ev.verifier.keys[0],
+                                              runs=3, warmup=1, timeout_s=max(estimate, Schedule.region_profile_s(
+                                                  ctx.time_left())))
             region_cut.check_profile(aug, prof)
         except (RuntimeError, RegionError, ValueError, CandidateError) as e:
             self.info["profile"] = f"failed: {type(e).__name__}: {e}"[:200]
@@ -378,6 +384,9 @@ class Regional(Strategy):
         stats = ctx.evaluator.stats
         if stats.evaluated:
             return stats.seconds / stats.evaluated
+        compile_s = getattr(ctx.caches, "compile_s", 0.0)  # the probe's, measured
+        if compile_s > 0:
+            return 2.0 * compile_s  # the candidate's compile, then its runs and timing
         return COMPILE_S_PER_OP * ctx.original.num_ops()
 
     def _inputs(self, ctx: SearchContext, aug, regions: list[Region]) -> list:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
+from typing import Any
 
 from shlo_env.execute import xla_options as option_actions
 from shlo_env.ir.program import Program
@@ -65,13 +67,26 @@ class SearchSummary:
                 f"..{self.accept_upper:.3f}) after {self.accept_pairs} pairs in {self.accept_s:.1f} s")
 
     @property
-    def disabled_passes(self) -> tuple[str, ...]:
-        """The XLA actions as text: pass names disabled, `name=value` options set."""
+    def action_tokens(self) -> tuple[str, ...]:
+        """The XLA actions (`actions`) as text: pass names disabled, `name=value` options set."""
         return option_actions.tokens(self.actions)
+
+    @action_tokens.setter
+    def action_tokens(self, value) -> None:
+        self.actions = option_actions.normalize(value)
+
+    @property
+    def disabled_passes(self) -> tuple[str, ...]:
+        """Deprecated: `actions` (typed) or `action_tokens` (text); it holds options set too."""
+        warnings.warn("`disabled_passes` is deprecated: use `actions` or `action_tokens` (it holds XLA "
+                      "options set as well as passes disabled)", DeprecationWarning, stacklevel=2)
+        return self.action_tokens
 
     @disabled_passes.setter
     def disabled_passes(self, value) -> None:
-        self.actions = option_actions.normalize(value)
+        warnings.warn("`disabled_passes` is deprecated: set `actions` or `action_tokens`", DeprecationWarning,
+                      stacklevel=2)
+        self.action_tokens = value
 
 
 @dataclasses.dataclass
@@ -107,12 +122,12 @@ class ProgramResult(SearchSummary):
     check_reference: object = dataclasses.field(default=None, repr=False, compare=False)  # (ref, sensitivity)
     search_best: object = dataclasses.field(default=None, repr=False, compare=False)  # even if not kept
     stats: object = dataclasses.field(default=None, repr=False, compare=False)  # EvaluatorStats
-    timing: object = dataclasses.field(default=None, repr=False, compare=False)  # the TimingPolicy of its timings
+    timing: Any = dataclasses.field(default=None, repr=False, compare=False)  # the TimingPolicy of its timings
 
     @property
     def identical(self) -> bool:
         """The returned program is the original (equal DAG hash, no XLA pass disabled)."""
-        return self.best_hash == self.original_hash and not self.disabled_passes
+        return self.best_hash == self.original_hash and not self.actions
 
     @property
     def speedup(self) -> float:
@@ -127,7 +142,7 @@ class ProgramResult(SearchSummary):
             v = getattr(self, f.name)
             out[f.name] = list(v) if isinstance(v, tuple) else v
         del out["actions"]  # stored as text (the results database's column)
-        out["disabled_passes"] = list(self.disabled_passes)
+        out["disabled_passes"] = list(self.action_tokens)  # the database's column name
         out["identical"] = self.identical
         return out
 
@@ -137,15 +152,16 @@ class ProgramResult(SearchSummary):
     def from_record(cls, record: dict) -> "ProgramResult":
         """A result from `to_record`'s dict (fields it does not know are ignored)."""
         known = {f.name for f in dataclasses.fields(cls)} - TRANSIENT - {"actions"}
-        res = cls(**{k: (tuple(v) if k in ("applied", "cuts") and isinstance(v, list) else v)
-                     for k, v in record.items() if k in known})
-        res.disabled_passes = record.get("disabled_passes", ())
+        values: dict[str, Any] = {k: (tuple(v) if k in ("applied", "cuts") and isinstance(v, list) else v)
+                                  for k, v in record.items() if k in known}
+        res = cls(**values)
+        res.action_tokens = record.get("disabled_passes", ())
         return res
 
     def __str__(self) -> str:
         if self.status != "ok":
             return f"{self.name}: error: {self.error}"
-        what = ", ".join(list(self.applied) + [f"-{p}" for p in self.disabled_passes]) or "(original)"
+        what = ", ".join(list(self.applied) + [f"-{p}" for p in self.action_tokens]) or "(original)"
         base = self.baseline.get("full", math.nan)
         how = f", the median of {self.final_timings} timings" if self.final_timings > 1 and not self.returned_original else ""
         return (f"{self.name} [{self.strategy}]: ratio {self.ratio:.3f}{how} ({what}); original "

@@ -224,16 +224,31 @@ def profile_cost_s(compile_s: float, call_s: float) -> float:
     return compile_s + (PROFILE_WARMUP + PROFILE_RUNS) * TRACE_OVERHEAD * call_s
 
 
-def measured_weights(augmented, num_sites: int, inputs=None) -> tuple[list[float], Any]:
-    """Per site (alternatives index) of the augmented original `augmented`: the share of the
-    profiled kernel time its rewrite can save (`region.site_bounds`), and the profile (a
-    strategy that judges regions reuses it). Raises what the profile or the mapping raises
-    (`region.RegionError`: a profile that does not fit the program)."""
+def profile_original(augmented, inputs=None, *, runner: Any = None, input_key: str | None = None,
+                     runs: int = PROFILE_RUNS, warmup: int = PROFILE_WARMUP, timeout_s: float | None = None) -> Any:
+    """One profile of the augmented original's baseline (`region_cut.baseline`). Given a
+    runner that profiles (a worker), it runs there on the input set `input_key`, stopped past
+    `timeout_s`: tracing every iteration of a loop can take a thousand times the call (45 s for
+    an ODE solve of 7 ms), and in this process nothing could stop it. Else in this process."""
     from shlo_env.rewrite import region_cut
+
+    baseline = region_cut.baseline(augmented)
+    if runner is not None and input_key is not None and hasattr(runner, "profile"):
+        return runner.profile(baseline.text(), input_key, runs, warmup, timeout_s)
     from shlo_env.measure.kernel_profile import profile_program
 
-    prof = profile_program(region_cut.baseline(augmented), inputs, runs=PROFILE_RUNS, warmup=PROFILE_WARMUP,
-                           patterns=())
+    return profile_program(baseline, inputs, runs=runs, warmup=warmup, patterns=())
+
+
+def measured_weights(augmented, num_sites: int, inputs=None, **where: Any) -> tuple[list[float], Any]:
+    """Per site (alternatives index) of the augmented original `augmented`: the share of the
+    profiled kernel time its rewrite can save (`region.site_bounds`), and the profile (a
+    strategy that judges regions reuses it); `where`: `profile_original`'s runner, input key
+    and timeout. Raises what the profile or the mapping raises (`region.RegionError`: a
+    profile that does not fit the program; `CandidateError`: the runner's timeout)."""
+    from shlo_env.rewrite import region_cut
+
+    prof = profile_original(augmented, inputs, **where)
     bounds = region_cut.site_bounds(prof, augmented)
     return [float(bounds.get(i, 0.0)) for i in range(num_sites)], prof
 

@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from jaxlib.mlir import ir
 
 import shlo_env as se
+from shlo_env.ir import program as program_module
 from shlo_env.bench import examples
 from shlo_env.rewrite.driver import apply, augment, list_alternatives
 from shlo_env.ir.hashing import _Hasher
@@ -345,7 +346,7 @@ def test_dead_ops_count_only_when_impure():
     assert se.dag_hash(with_pure_dead) == se.dag_hash(base)
     inlined = se.load(CALLS_DEAD_EFFECT)  # inlining keeps the dead custom_call
     assert "side_effect" in inlined.text()
-    kept_call = se.ir.program.program_from_module(se.ir.program.parse_module(CALLS_DEAD_EFFECT), inline=False)
+    kept_call = program_module.program_from_module(program_module.parse_module(CALLS_DEAD_EFFECT), inline=False)
     assert se.dag_hash(inlined) == se.dag_hash(kept_call) != se.dag_hash(base)
 
 
