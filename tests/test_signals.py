@@ -85,7 +85,7 @@ def _kill_quietly(pid: int) -> None:
         pass
 
 
-def start(tmp_path: Path, caller: str, *, new_session: bool = False, delay_s: float = 60.0):
+def start(tmp_path: Path, caller: str, *, own_group: bool = False, delay_s: float = 60.0):
     """The caller's process, its worker's pid (once the worker is up), and the output path."""
     out = tmp_path / "out.mlir"
     if caller == "cli":
@@ -102,7 +102,7 @@ def start(tmp_path: Path, caller: str, *, new_session: bool = False, delay_s: fl
     # an interactive caller: SIGINT at its default even where the test runner inherited it
     # ignored (a `cmd &` from a non-interactive shell), so Python raises KeyboardInterrupt
     proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=stderr, start_new_session=new_session,
+                            stderr=stderr, start_new_session=own_group,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     stderr.close()
     deadline = time.monotonic() + 120
@@ -150,7 +150,7 @@ def test_no_worker_outlives_a_signalled_caller(tmp_path, caller, sig):
 def test_ctrl_c_at_a_terminal_stops_the_cli_with_one_line(tmp_path):
     # the terminal signals the whole process group, worker included: the worker ignores it and
     # the CLI stops it, so the user sees one line (no traceback from either process)
-    proc, worker, out = start(tmp_path, "cli", new_session=True)
+    proc, worker, out = start(tmp_path, "cli", own_group=True)
     try:
         time.sleep(0.5)
         os.killpg(proc.pid, signal.SIGINT)

@@ -110,7 +110,7 @@ def test_rewrites_keep_every_side_effect_in_place(fn_args, picks):
 def test_the_property_checked_rewrites():
     """Runs after the property above (file order): it exercised patterns, not empty programs."""
     if CHECKED["programs"] == 0:
-        pytest.skip("the property test did not run in this session")
+        pytest.skip("the property test did not run in this pytest run")
     assert CHECKED["alternatives"] >= 20 and CHECKED["vectors"] >= 40, CHECKED
 
 
