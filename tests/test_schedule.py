@@ -147,3 +147,15 @@ def test_a_fresh_worker_started_by_the_probe_is_not_a_restart():
         assert not run.worker_restarted() and run.setup_s() == 0.0
     finally:
         run.finish()
+
+
+def test_the_bench_csv_has_a_column_per_phase():
+    from shlo_env.bench.report import CSV_COLUMNS, PHASE_COLUMNS, csv_row
+
+    assert len(set(CSV_COLUMNS)) == len(CSV_COLUMNS)  # no phase column shadows another
+    assert list(PHASE_COLUMNS) == [name for name, _ in PHASES]
+    res = ProgramResult(name="p", strategy="beam", candidate_s=3.0)
+    res.phases = [PhaseRecord("probe", spent_s=1.5).to_record(), PhaseRecord("search", 12.0, 11.0).to_record()]
+    row = csv_row({**res.to_record(), "config": '{"budget_s": 30}'})
+    assert row["phase_probe_s"] == 1.5 and row["phase_search_s"] == 11.0 and row["phase_noise_s"] is None
+    assert row["candidate_share"] == 0.1
