@@ -274,8 +274,9 @@ class LockedWorker:
         return self._worker.optimized_hlo(text, disabled_passes, timeout_s)
 
     def profile(self, text: str, input_key: str, runs: int = 5, warmup: int = 1, timeout_s: float | None = None):
+        profile = getattr(self._worker, "profile")  # a worker's or an in-process runner's: not the protocol's
         with self._lock:  # traced runs: a timing
-            return self._worker.profile(text, input_key, runs, warmup, timeout_s)
+            return profile(text, input_key, runs, warmup, timeout_s)
 
     def close(self) -> None:
         self._worker.close()
