@@ -117,13 +117,6 @@ def test_a_search_records_every_phase_and_where_the_budget_went():
     assert back.to_record() == res.to_record()
 
 
-def test_a_slow_compile_keeps_more_of_the_search_for_sweeps():
-    assert Schedule.sweeps_s(30.0) == schedule.SWEEPS * 30.0  # fast evaluations: the plain share
-    assert Schedule.sweeps_s(30.0, whole_s=0.5, sweeps=10) == schedule.SWEEPS * 30.0
-    assert Schedule.sweeps_s(30.0, whole_s=3.0, sweeps=4) == 12.0  # four sweeps of 3 s
-    assert Schedule.sweeps_s(30.0, whole_s=8.0, sweeps=10) == schedule.SWEEPS_MAX * 30.0  # capped
-
-
 def test_xla_actions_have_one_name_and_the_old_one_warns():
     import pytest
 

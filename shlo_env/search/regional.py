@@ -75,9 +75,6 @@ from shlo_env.search.schedule import Schedule
 #: Estimated seconds to compile one StableHLO op in-process (the profile's compile), measured
 #: under load on the 2-core dev machine (4,531 ops: about 20 s).
 COMPILE_S_PER_OP = 0.005
-#: A judging round (cutting a batch's regions, compiling and timing them) needs at least this
-#: many seconds before the sweeps' reserve: less, and it runs into the sweeps' time.
-MIN_ROUND_S = 3.0
 
 
 class Winner(NamedTuple):
@@ -146,13 +143,12 @@ class Regional(Strategy):
         self.info["sites"] = len(sites)
         state, ratio = start, self.start_ratio(ctx, start)
         vec = [0] * len(exp.dims)
-        offered = sum(1 for _ in ctx.sweeps(exp, self.hot_first))
-        self.reserve = Schedule.sweeps_s(ctx.time_left(), self._whole_estimate(ctx), offered)  # step 5's
+        self.reserve = Schedule.sweeps_s(ctx.time_left())  # the sweeps' (step 5)
         self.helpers = self._start_helpers(ctx)
         try:
             for todo, defer in ((sites, True), (self.deferred, False)):
                 for i in range(0, len(todo), self.batch):
-                    if ctx.out_of_time() or ctx.time_left() < self.reserve + MIN_ROUND_S:
+                    if ctx.out_of_time() or ctx.time_left() < self.reserve:
                         break
                     chunk = todo[i:i + self.batch]
                     winners = self._judge(ctx, exp, aug, chunk, bounds, prof, counts, defer)

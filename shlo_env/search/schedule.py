@@ -22,7 +22,7 @@ The shares, in one table (fractions of the whole budget unless the name says oth
 | `ACCEPT_OF_LEFT` 0.80 | time left before `HARD` | the paired test (the rest: the check's reference) |
 | `CHILD_AUGMENT` 0.20 | search time left | matching the patterns on one searched state |
 | `REGION_PROFILE` 0.35 | search time left | the regional strategy's profile |
-| `SWEEPS` 0.30 | search time left after the profile | the regional strategy's sweeps, more (up to `SWEEPS_MAX` 0.80) when `SWEEP_COUNT` of them need it (a slow compile) |
+| `SWEEPS` 0.30 | search time left after the profile | the regional strategy's sweeps |
 | `STEP` 0.50 | search time left | one MCTS step before it acts |
 | `COMPILE_RANK` 0.50 | search time left | the learned strategy's ranking by compiled executables |
 | `OPTION_SCREEN` 0.35 | search time left | screening XLA options before the rewrites |
@@ -52,8 +52,6 @@ RESERVE_MAX = 0.25  # of the budget: kept after the search for confirming and me
 CHILD_AUGMENT = 0.20
 REGION_PROFILE = 0.35
 SWEEPS = 0.30
-SWEEPS_MAX = 0.80
-SWEEP_COUNT = 6  # sweeps the reserve should hold when each whole-program evaluation is slow
 STEP = 0.50
 COMPILE_RANK = 0.50
 OPTION_SCREEN = 0.35
@@ -255,13 +253,9 @@ class Schedule:
         return REGION_PROFILE * max(0.0, left_s)
 
     @staticmethod
-    def sweeps_s(left_s: float, whole_s: float = 0.0, sweeps: int = 0) -> float:
-        """Seconds kept for sweeps (each rewrite at all its sites, judged on the whole program):
-        `SWEEPS` of the time left, or enough for `SWEEP_COUNT` of the `sweeps` offered at
-        `whole_s` each (a program whose compile takes seconds gets few region rounds and its
-        sweeps instead), at most `SWEEPS_MAX` of the time left."""
-        left_s = max(0.0, left_s)
-        return max(SWEEPS * left_s, min(SWEEPS_MAX * left_s, min(sweeps, SWEEP_COUNT) * whole_s))
+    def sweeps_s(left_s: float) -> float:
+        """Seconds kept for sweeps (each rewrite at all its sites, judged on the whole program)."""
+        return SWEEPS * max(0.0, left_s)
 
     @staticmethod
     def step_s(left_s: float) -> float:
