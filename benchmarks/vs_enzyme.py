@@ -285,8 +285,10 @@ def bench_program(name: str, program, inputs: list, reproduces: str, args, worke
             res = search(base, args.budget, f"{name}.{label}", worker)
             rec["variants"][label] = {"search": str(res), "search_s": time.perf_counter() - t1,
                                       "returned_original": res.returned_original, "applied": list(res.applied),
-                                      "actions": list(_tokens(res)), "search_ratio": res.ratio}
-            log(f"  {label}: {res}")
+                                      "actions": list(_tokens(res)), "search_ratio": res.ratio,
+                                      "first_sweep": res.strategy_info.get("first_sweep")}
+            log(f"  {label}: {res}" + (f"\n  first sweep: {res.strategy_info['first_sweep']}"
+                                        if res.strategy_info.get("first_sweep") else ""))
             if res.status == "ok" and res.program is not None:
                 variants[label] = (res.program, tuple(_tokens(res)))
             elif res.status == "ok" and res.returned_original:  # the search's answer: its input, as is

@@ -25,6 +25,26 @@ def test_regional_is_registered():
         get_strategy("regional", batch=0)
 
 
+def test_a_large_program_is_cut_without_the_profiles_kernels(monkeypatch):
+    """The program search's profile orders the sites of any program, but regions are cut along
+    its kernels only where the program is small enough: a large one's kernel regions are
+    large and slow to compile (fewer sites judged)."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(regional.region_cut, "check_profile", lambda aug, prof: None)
+    taken = object()
+
+    def ctx(ops: int):
+        return SimpleNamespace(original=SimpleNamespace(num_ops=lambda: ops), evaluator=SimpleNamespace(baseline_s=0.01),
+                               time_left=lambda: 30.0, caches=SimpleNamespace(profiles={"h": taken}))
+
+    small, large = get_strategy("regional"), get_strategy("regional")
+    assert small._profile(ctx(300), None, "h") is taken
+    assert small.info["profile"] == "ok (the program search's)"
+    assert large._profile(ctx(4500), None, "h") is None
+    assert large.info["profile"].startswith("skipped")
+
+
 def test_a_region_win_must_beat_the_regions_own_noise():
     strat = get_strategy("regional", local_gain=0.02)
     region = Region(program=None, sites=(0,), local={0: 0}, labels={0: ("original", "p")}, tiers={0: (0, 0)},

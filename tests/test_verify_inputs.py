@@ -95,29 +95,26 @@ def test_program_nonfinite_at_every_scale_keeps_todays_sets():
 def test_cache_check_redraws_its_set_where_the_original_overflows():
     """A cached REASSOCIATE rewrite of a program that overflows on N(0,1) inputs is checked on a
     redrawn finite set, as the search verified it, and is taken (not searched again)."""
-    import time
     import warnings
 
     from shlo_env.api import cache as search_cache
-    import importlib
-
-    opt = importlib.import_module("shlo_env.api.optimize")  # the module; shlo_env.optimize is the function
+    from shlo_env.api import search_program as front_end
     from shlo_env.ir.hashing import dag_hash
+    from shlo_env.search.options import SearchOptions
 
     x = np.zeros((64,), np.float32)
     original, candidate = se.lower(_overflowing, x), se.lower(_reassociated, x)
-    flat = runtime.random_inputs(original.in_specs, opt.CACHE_CHECK_SEED)
+    flat = runtime.random_inputs(original.in_specs, front_end.CACHE_CHECK_SEED)
     assert not all_finite(_run(original, flat)), "test premise: the check's N(0,1) set overflows"
     entry = search_cache.Entry(key={}, name="overflowing", program=candidate.text(), actions=(),
                                numerics="REASSOCIATE", optimized_hash=dag_hash(candidate),
                                report={"applied": ["regroup"], "strategy": "beam"})
     with warnings.catch_warnings():
         warnings.simplefilter("error", search_cache.CacheWarning)
-        got = opt._from_cache(_overflowing, (x,), jax.jit(_overflowing), original, entry, "overflowing",
-                              time.perf_counter())
-    assert got is not None and got.program is not None
+        got, _ = front_end.cached_result(original, entry, SearchOptions(name="overflowing"))
+    assert not got.returned_original and got.program is not None and got.applied == ("regroup",)
     y = np.linspace(-0.01, 0.01, 64, dtype=np.float32)
-    np.testing.assert_allclose(np.asarray(got(y)), np.asarray(_overflowing(y)), rtol=1e-5)
+    np.testing.assert_allclose(_run(got.program, [y])[0], np.asarray(_overflowing(y)), rtol=1e-5)
 
 
 def test_scalar_inputs_stay_arrays_at_every_scale():

@@ -11,13 +11,13 @@ jax/jaxlib/shlo_env versions, and the options that change the result (the `Searc
 declared `result=True`, the pattern set among them: `SearchOptions.result_key`).
 Value (`Entry`): the chosen program as StableHLO text (None when the search kept the original),
 the XLA actions it is compiled with (`xla_options.DisablePass`/`SetOption`, stored as tokens),
-its numerics tier, and the search's report. Entries written before the actions were typed
+its numerics tier, and the search's result as its record (`ProgramResult.to_record`). Entries written before the actions were typed
 (a `disabled_passes` list of strings) load: `name=value` is read as a SetOption, anything else
 as a DisablePass.
 
 An entry that cannot be read, was written by another format, or does not match its key is
-ignored with a `CacheWarning` and replaced by the next search. The cheap check of a hit against
-jax.jit lives with its user (`shlo_env.optimize`).
+ignored with a `CacheWarning` and replaced by the next search. The check of a hit against the
+original, and the store, are `shlo_env.api.search_program`'s.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ ENV_VAR = "SHLO_ENV_CACHE_DIR"
 MAX_MB_VAR = "SHLO_ENV_CACHE_MAX_MB"  # the cache's size limit (least recently used entries go first)
 DEFAULT_MAX_MB = 1024.0
 #: Key fields that change with an upgrade: an entry that differs from a key in these only is
-#: re-verified and re-timed by `optimize` (seconds) rather than searched again (`find_stale`).
+#: re-verified and re-timed (`search_program`, seconds) rather than searched again (`find_stale`).
 VERSION_FIELDS = ("jax", "jaxlib", "shlo_env")
 _OFF = {"off", "0", "false", "no", "none", "disable", "disabled"}
 
@@ -93,7 +93,7 @@ class Entry:
     actions: tuple[xla_options.Action, ...] = ()  # XLA actions to compile it with
     numerics: str = "EXACT"
     optimized_hash: str = ""
-    report: dict = dataclasses.field(default_factory=dict)
+    report: dict = dataclasses.field(default_factory=dict)  # the result's record (`ProgramResult.to_record`)
     created: float = 0.0
     format: int = FORMAT
 

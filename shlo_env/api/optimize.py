@@ -1,8 +1,9 @@
 """`optimize(fn, *args)`: a drop-in for `jax.jit(fn)` that is never wrong and never slower.
 
-lower -> search (strategies in `shlo_env.search`, every candidate verified then timed in a
-worker process) -> confirm the winner with a second measurement -> build a callable and check
-it once more in this process against `jax.jit(fn)`, on outputs and on time. If anything is not
+lower -> the program search every front end shares (`shlo_env.api.search_program`: the cache,
+else strategies in `shlo_env.search`, every candidate verified then timed in a worker process,
+the winner confirmed with a second measurement) -> build a callable and check it once more in
+this process against `jax.jit(fn)`, on outputs and on time (`_Delivery`). If anything is not
 better beyond the measured noise, the callable is `jax.jit(fn)` itself.
 
 With `passes=True` the search may also disable XLA passes (macro actions, see
@@ -20,35 +21,29 @@ import dataclasses
 import inspect
 import os
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import numpy as np
 
-from shlo_env.execute import runtime
-from shlo_env.api import cache as search_cache
-from shlo_env.execute import xla_options as option_actions
-from shlo_env.ir.hashing import dag_hash
-from shlo_env.api.effects import optimize_effects
-from shlo_env.ir.effects import has_host_callbacks
-from shlo_env.ir.program import Program, ProgramError, lower, parse_module
-from shlo_env.measure.noise_thresholds import accepts
-from shlo_env.measure.numerics import SENSITIVITY_ULPS, Numerics
-from shlo_env.search import passes as pass_actions
-from shlo_env.search.options import SearchOptions, options_from, preset
-from shlo_env.search.program_search import SearchSummary, optimize_program
-from shlo_env.measure.timing_policy import SEARCH, TimingPolicy
-from shlo_env.measure.verify import all_finite, escalate, finite_redraw
-from shlo_env.execute.worker import shared as shared_worker
 from shlo_env import logs
-from shlo_env.api import dump
-from shlo_env.api.progress import SearchWatch
+from shlo_env.api import cache as search_cache
+from shlo_env.api import search_program as front_end
+from shlo_env.api.effects import optimize_effects
+from shlo_env.execute import runtime
+from shlo_env.execute import xla_options as option_actions
+from shlo_env.ir.effects import has_host_callbacks
+from shlo_env.ir.program import Program, ProgramError, lower
+from shlo_env.measure.noise_thresholds import accepts
+from shlo_env.measure.timing_policy import SEARCH, TimingPolicy
+from shlo_env.measure.verify import escalate
+from shlo_env.search import passes as pass_actions
+from shlo_env.search.acceptance import return_original
+from shlo_env.search.options import SearchOptions, options_from, preset
+from shlo_env.search.result import ProgramResult, SearchSummary, counted
 
-search_log = logs.get("search")
 verify_log = logs.get("verify")
-cache_log = logs.get("cache")
 
 
 @dataclasses.dataclass
@@ -108,7 +103,7 @@ class Report(SearchSummary):
         if self.acceptance:
             lines.append(f"  {self.describe_acceptance()}")
         if self.applied:
-            lines.append(f"  rewrites: {', '.join(self.applied)} ({self.numerics})")
+            lines.append(f"  rewrites: {', '.join(counted(self.applied))} ({self.numerics})")
         if self.actions:
             lines.append(f"  XLA actions (passes disabled, options set): {', '.join(self.action_tokens)}")
         if self.verification:
@@ -392,45 +387,10 @@ def optimize(fn: Callable, *args, options: SearchOptions | None = None, progress
         # (shlo_env.api.effects); not cached: the callbacks are this process's functions
         return optimize_effects(fn, args, jitted, name, t0, options, bool(progress),
                                 OptimizedFunction=OptimizedFunction, Report=Report, callable_samples=callable_samples)
-    store = search_cache.open_cache(cache)
-    key = search_cache.search_key(program, options) if store is not None else None
-    entry = store.get(key) if store is not None and key is not None else None
-    if entry is not None:
-        hit = _from_cache(fn, args, jitted, program, entry, name, t0)
-        if hit is not None:
-            _finished(hit, program, [])
-            return hit
-    elif store is not None and key is not None:  # after an upgrade: re-verify and re-time, not search
-        stale = store.find_stale(key)
-        renewed = _revalidated(fn, args, jitted, program, stale, name, t0, options) if stale is not None else None
-        if renewed is not None:
-            store_search(store, _cache_entry(key, renewed), name)  # under this version's key
-            _finished(renewed, program, [])
-            return renewed
-    watch = SearchWatch(bool(progress), name, budget_s=options.budget_s)  # the tqdm line, logs, candidates
-    try:
-        opt, searched = _search(fn, args, jitted, program, t0, options, progress=watch)
-    finally:
-        watch.close()
-    if key is not None and store is not None and searched:
-        if store_search(store, _cache_entry(key, opt), name):
-            opt.report.cache = "stored"
-    _finished(opt, program, watch.candidates())
-    return opt
-
-
-def _finished(opt: "OptimizedFunction", program: Program, candidates: list[dict]) -> None:
-    """Log the outcome (`shlo_env.search`) and write the dump folder when `SHLO_ENV_DUMP_DIR` is set."""
-    search_log.info("%s", str(opt.report).splitlines()[0])
-    base = dump.root()
-    if base is None:
-        return
-    try:
-        dump.write(dump.folder_for(base, opt.report.name, dag_hash(program)), original_text=program.text(),
-                   winner_text=None if opt.program is None else opt.program.text(),
-                   report=dataclasses.asdict(opt.report), candidates=candidates)
-    except OSError as e:  # a dump that cannot be written costs the dump, not the result
-        warnings.warn(f"shlo_env: cannot write the dump of {opt.report.name} under {base} ({e})", stacklevel=3)
+    delivery = _Delivery(fn, args, jitted, program, options, t0)
+    res, status = front_end.search_program(program, options, cache=search_cache.open_cache(cache), warm_worker=True,
+                                           progress=bool(progress), replay=delivery.replay, confirm=delivery.confirm)
+    return delivery.deliver(res, status)
 
 
 def program_devices(module) -> int:
@@ -451,198 +411,118 @@ def _not_searched(fn, jitted, name: str, options: SearchOptions, t0: float, reas
     return OptimizedFunction(fn, jitted, report, None, None)
 
 
-def store_search(store: search_cache.SearchCache, entry: search_cache.Entry, name: str) -> bool:
-    """Put `entry` in `store`; False (with a CacheWarning) when the disk refuses it: a read-only
-    or full disk costs the cache, not the result."""
-    try:
-        store.put(entry)
-    except OSError as e:
-        warnings.warn(f"shlo_env cache: cannot store the search of {name} in {store.directory} ({e})",
-                      search_cache.CacheWarning, stacklevel=3)
-        return False
-    return True
+class _Delivery:
+    """What `optimize` adds to the program search (`front_end.search_program`): the callable it
+    returns (the exported module with its XLA actions, behind the signature check of
+    `dispatching`), built for a cached winner's check (`replay`) or for a new winner, which is
+    checked once more in this process against jax.jit(fn) on outputs and on time (`confirm`);
+    and the result as an `OptimizedFunction` with its `Report` (`deliver`)."""
+
+    def __init__(self, fn: Callable, args: Sequence, jitted: Callable, program: Program, options: SearchOptions,
+                 t0: float):
+        self.fn, self.args, self.jitted, self.program, self.options, self.t0 = fn, args, jitted, program, options, t0
+        self.call: Callable | None = None  # the optimized module's callable
+        self.user: Callable | None = None  # what the caller gets: `call` for its signature, else jax.jit(fn)
+
+    def build(self, chosen: Program, actions: Sequence[str]) -> None:
+        self.call = exported_callable(self.fn, self.args, chosen, actions)
+        self.user = dispatching(self.fn, self.call, self.program, actions, self.jitted)
+
+    def replay(self, original: Program, chosen: Program, actions: Sequence[str]) -> "_CallableReplay":
+        """The check of a cached winner runs the callable the caller will get."""
+        self.build(chosen, actions)
+        return _CallableReplay(self)
+
+    def flat_outputs(self, f: Callable) -> Callable:
+        """`f` (a callable of fn's arguments) as a function of flat input arrays to flat outputs."""
+        def outputs(flat):
+            call_args = jax.tree_util.tree_unflatten(self.program.in_tree, runtime.to_device(flat))[0]
+            return [np.asarray(x) for x in jax.tree_util.tree_leaves(f(*call_args))]
+        return outputs
+
+    def confirm(self, res: ProgramResult) -> None:
+        """The search's winner built as the callable and checked in this process against
+        jax.jit(fn), on outputs and on time (as many rounds as the worker's timings); `res`
+        returns the original when it fails (so the cache stores that)."""
+        best: Any = res.evaluation  # the search's Evaluation of its winner
+        inputs: Any = res.check_inputs  # the worker's input set 0, flat
+
+        def keep_original(reason: str, timed_here: bool = False) -> None:
+            return_original(res, self.program)
+            res.reason, res.ratio = reason, 1.0
+            if not timed_here:
+                res.best = {}  # no in-process timing: the report shows jax.jit's alone
+
+        try:
+            self.build(best.program, best.passes)
+            assert self.user is not None
+            call_args = jax.tree_util.tree_unflatten(self.program.in_tree, runtime.to_device(inputs))[0]
+            got = jax.tree_util.tree_leaves(self.user(*call_args))
+            want = jax.tree_util.tree_leaves(self.jitted(*call_args))
+        except Exception as e:  # noqa: BLE001 - any failure here means: keep jax.jit
+            return keep_original(f"could not build the optimized callable: {type(e).__name__}: {e}")
+        reference: Any = res.check_reference  # (float64 outputs, their sensitivity) when not EXACT
+        ref, sens = reference if reference is not None else (None, None)
+        cmp = escalate([[np.asarray(g) for g in got]], [[np.asarray(w) for w in want]], best.numerics,
+                       lambda: None if ref is None else [ref], lambda: None if sens is None else [sens])
+        verify_log.info("%s: in-process check against jax.jit: %s", res.name,
+                        f"ok ({cmp.tier.name})" if cmp.ok else f"failed: {cmp.detail}")
+        if not cmp.ok:
+            return keep_original(f"final in-process check against jax.jit failed: {cmp.detail}")
+        tier = max(cmp.tier, best.verified)
+        # the in-process timing takes as many rounds as the worker's did (`Schedule.pair_policy`)
+        timing = res.timing if res.timing is not None else self.options.timing
+        s_jit, s_opt = callable_samples([self.jitted, self.user], call_args, timing)
+        median = runtime.median_ratio(s_jit, s_opt)
+        res.baseline, res.best = front_end.timed(s_jit), {**front_end.timed(s_opt), "median_ratio": median}
+        res.ratio = res.best["full"] / res.baseline["full"]
+        if not accepts(res.ratio, median, res.threshold):
+            return keep_original(f"in-process ratio {res.ratio:.3f} (median per call {median:.3f}) vs jax.jit is "
+                                 f"within noise (worker measured {best.ratio:.3f}, median {best.median_ratio:.3f})",
+                                 timed_here=True)
+        res.numerics = tier.name
+        c = best.comparison
+        sets = "example args + random sets" if self.program.example_args is not None else "random sets"
+        res.verification = {**res.verification, "summary": (
+            f"{tier.name} tier on {sets} in a worker, then against jax.jit in-process"
+            + (f"; {c.describe()}" if c is not None and c.describe() else ""))}
+
+    def report(self, res: ProgramResult, cache_status: str) -> Report:
+        """The result in the report's words (times of the in-process timing when there was one)."""
+        best = res.best or {}
+        report = Report.from_result(
+            res, baseline_s=res.baseline.get("full", float("nan")), optimized_s=best.get("full", float("nan")),
+            ratio=res.ratio, median_ratio=best.get("median_ratio", float("nan")),
+            verification=res.verification.get("summary", ""), decisions=list(res.decisions), cache=cache_status,
+            optimized_hash="" if res.returned_original else pass_actions.state_key(res.best_hash, res.actions),
+            pass_actions=pass_actions.resolve(self.options.passes) + option_actions.resolve(
+                self.options.xla_options, ops=self.program.num_ops()))
+        if res.status != "ok":  # the original did not run in the worker: jax.jit(fn), unsearched
+            report.returned_original, report.reason, report.ratio = True, res.error, 1.0
+            report.applied, report.actions, report.numerics, report.decisions = (), (), "EXACT", []
+        report.total_s = time.perf_counter() - self.t0
+        return report
+
+    def deliver(self, res: ProgramResult, cache_status: str) -> OptimizedFunction:
+        report = self.report(res, cache_status)
+        if res.status == "ok" and not res.returned_original and self.call is not None:
+            return OptimizedFunction(self.fn, self.call, report, res.program, self.program, fallback=self.jitted,
+                                     dispatch=self.user)
+        return OptimizedFunction(self.fn, self.jitted, report, None, self.program)
 
 
-def _search(fn, args, jitted, program, t0, options: SearchOptions, progress: Any) -> tuple[OptimizedFunction, bool]:
-    """The search proper; also says whether its outcome may be cached (the original ran)."""
-    # The search, confirmation and verification are the program-level search; the rest of the
-    # budget (the schedule's hard deadline onwards, `shlo_env.search.schedule`) builds the callable and checks it here.
-    with shared_worker(options.timeout_s) as worker:  # warm across calls (`shlo_env.execute.worker.shared`)
-        res = optimize_program(program, options.effective(), worker=worker, progress=progress)
-    report = Report.from_result(
-        res, baseline_s=res.baseline.get("full", float("nan")), decisions=list(res.decisions),
-        pass_actions=pass_actions.resolve(options.passes) + option_actions.resolve(options.xla_options,
-                                                                                  ops=program.num_ops()))
+class _CallableReplay:
+    """A cached winner checked as `optimize` returns it: its callable against jax.jit(fn) (as
+    `lower` traced it, so jax's caches hit), timed on the caller's arguments."""
 
-    def keep_original(reason: str) -> OptimizedFunction:
-        report.returned_original = True
-        report.reason = reason
-        report.ratio = 1.0
-        report.applied, report.actions, report.numerics = (), (), "EXACT"
-        report.decisions = []
-        report.total_s = time.perf_counter() - t0
-        return OptimizedFunction(fn, jitted, report, None, program)
+    what = "jax.jit's"
 
-    if res.status != "ok":
-        return keep_original(res.error), False
-    if res.returned_original:
-        return keep_original(res.reason), True
-    # the in-process timing takes as many rounds as the worker's did (`Schedule.pair_policy`)
-    timing = res.timing if res.timing is not None else options.timing
-    return _finish(fn, args, jitted, program, res.evaluation, report, res.check_inputs, res.check_reference,
-                   res.threshold, keep_original, t0, timing), True
+    def __init__(self, delivery: _Delivery):
+        self.delivery = delivery
+        self.run_original = delivery.flat_outputs(jax.jit(delivery.fn, keep_unused=True))
+        self.run_chosen = delivery.flat_outputs(delivery.user)  # type: ignore[arg-type]
 
-
-# --- the persistent cache ---------------------------------------------------------------------
-
-CACHE_CHECK_SEED = 20_240_601  # the seeded random input set a cache hit is checked on
-
-
-def _cache_entry(key: dict, opt: OptimizedFunction) -> search_cache.Entry:
-    r = opt.report
-    return search_cache.Entry(
-        key=key, name=r.name, program=None if opt.program is None else opt.program.text(),
-        actions=r.actions, numerics=r.numerics,
-        optimized_hash="" if opt.program is None else dag_hash(opt.program),
-        report=dataclasses.asdict(r))
-
-
-def _report_from(stored: dict, name: str) -> Report:
-    fields = {f.name: f for f in dataclasses.fields(Report)}
-    values: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in stored.items() if k in fields}
-    report = Report(**{**values, "name": name})
-    report.cache, report.candidates_evaluated, report.cache_hits, report.failures = "hit", 0, 0, {}
-    report.untimed = {}
-    report.search_s = 0.0
-    return report
-
-
-def _revalidated(fn, args, jitted, program, stale: search_cache.Entry, name, t0,
-                 options: SearchOptions) -> OptimizedFunction | None:
-    """A search stored by other jax/jaxlib/shlo_env versions (`SearchCache.find_stale`), checked
-    as a hit is (outputs against jax.jit(fn)) and timed again here against jax.jit(fn): kept when
-    it still wins by the screening rule (seconds), else None (the caller searches: minutes). An
-    entry that kept jax.jit is searched again: the new versions may offer something."""
-    if stale.program is None:
-        return None
-    opt = _from_cache(fn, args, jitted, program, stale, name, t0)
-    if opt is None or opt.program is None:
-        return None
-    s_jit, s_opt = callable_samples([jitted, opt], args, options.timing)
-    t_jit, t_opt = runtime.typical(s_jit), runtime.typical(s_opt)
-    ratio, median = t_opt / t_jit, runtime.median_ratio(s_jit, s_opt)
-    versions = {k: stale.key.get(k) for k in search_cache.VERSION_FIELDS}
-    if not accepts(ratio, median, 1.0 - options.min_gain):
-        cache_log.info("%s: the entry of %s no longer wins here (ratio %.3f, median %.3f): searching again",
-                       name, versions, ratio, median)
-        return None
-    report = opt.report
-    report.baseline_s, report.optimized_s, report.ratio, report.median_ratio = t_jit, t_opt, ratio, median
-    report.cache = "revalidated"
-    report.total_s = time.perf_counter() - t0
-    cache_log.info("%s: the entry of %s re-verified and re-timed here: ratio %.3f", name, versions, ratio)
-    return opt
-
-
-def _from_cache(fn, args, jitted, program, entry, name, t0) -> OptimizedFunction | None:
-    """The cached search as a callable, after one cheap check against jax.jit(fn): outputs on a
-    seeded random input set, within the entry's numerics tier (the float64 reference only
-    when the plain comparison does not settle it). None (with a CacheWarning) if it fails."""
-    try:
-        report = _report_from(entry.report, name)
-        if entry.program is None:
-            report.total_s = time.perf_counter() - t0
-            return OptimizedFunction(fn, jitted, report, None, program)
-        chosen = dataclasses.replace(program, module=parse_module(entry.program, what="cached program"),
-                                     applied=tuple(report.applied), name=name)
-        if dag_hash(chosen) != entry.optimized_hash:
-            raise ValueError("the stored program does not match its hash")
-        call = exported_callable(fn, args, chosen, entry.disabled_passes)
-        user = dispatching(fn, call, program, entry.disabled_passes, jitted)  # what the caller gets
-        reference_fn = jax.jit(fn, keep_unused=True)  # jax.jit(fn) as `lower` traced it: jax's caches hit
-
-        def run(f):
-            def outputs(flat):
-                call_args = jax.tree_util.tree_unflatten(program.in_tree, runtime.to_device(flat))[0]
-                return [np.asarray(x) for x in jax.tree_util.tree_leaves(f(*call_args))]
-            return outputs
-
-        check_cached(program, entry.numerics, run(reference_fn), run(user), "jax.jit's")
-    except Exception as e:  # noqa: BLE001 - a bad entry means: search again
-        warnings.warn(f"shlo_env cache: ignoring the cached search of {name} ({type(e).__name__}: {e}); "
-                      f"searching again", search_cache.CacheWarning, stacklevel=3)
-        return None
-    report.total_s = time.perf_counter() - t0
-    return OptimizedFunction(fn, call, report, chosen, program, fallback=jitted, dispatch=user)
-
-
-def check_cached(program: Program, numerics: str, run_original: Callable, run_chosen: Callable,
-                 what: str = "the original's") -> None:
-    """The cheap check of a cache hit: the chosen program's outputs (`run_chosen(flat inputs)`)
-    against the original's on the seeded random input set `CACHE_CHECK_SEED` (redrawn where the
-    original overflows, as the search's verifier does), within the `numerics` tier the entry
-    was verified in (the float64 reference only when the plain comparison does not settle it).
-    Raises ValueError when they differ."""
-    flat = runtime.random_inputs(program.in_specs, CACHE_CHECK_SEED)
-    want = run_original(flat)
-    if not all_finite(want):  # the search's verifier redraws such sets too (shlo_env.measure.verify)
-        redrawn = finite_redraw(program.in_specs, CACHE_CHECK_SEED, lambda _draw, a: run_original(a))
-        if redrawn is not None:
-            flat, want, _ = redrawn
-    got = run_chosen(flat)
-
-    widened: dict = {}  # float64 outputs of the original, computed once, when the ladder asks
-
-    def refs():
-        if "ref" not in widened:
-            widened["ref"] = runtime.reference_outputs(program, flat)
-        return None if widened["ref"] is None else [widened["ref"]]
-
-    def sensitivities():  # the original's own sensitivity, as the search's verification allows
-        sens = None if widened.get("ref") is None else runtime.reference_outputs(
-            program, flat, perturb_ulps=SENSITIVITY_ULPS)
-        return None if sens is None else [sens]
-
-    cmp = escalate([got], [want], Numerics.parse(numerics), refs, sensitivities, reference_free_first=True)
-    if not cmp.ok:
-        raise ValueError(f"outputs differ from {what}: {cmp.detail}")
-
-
-def _finish(fn, args, jitted, program, best, report, flat_inputs, reference_out, threshold,
-            keep_original, t0, timing: TimingPolicy = SEARCH) -> OptimizedFunction:
-    """Build the optimized callable and check it in this process against jax.jit(fn)."""
-    chosen = best.program
-    try:
-        call = exported_callable(fn, args, chosen, best.passes)
-        user = dispatching(fn, call, program, best.passes, jitted)  # what the caller gets: checked, timed
-        call_args = jax.tree_util.tree_unflatten(program.in_tree, runtime.to_device(flat_inputs))[0]
-        got = jax.tree_util.tree_leaves(user(*call_args))
-        want = jax.tree_util.tree_leaves(jitted(*call_args))
-    except Exception as e:  # noqa: BLE001 - any failure here means: keep jax.jit
-        return keep_original(f"could not build the optimized callable: {type(e).__name__}: {e}")
-    ref, sens = reference_out if reference_out is not None else (None, None)
-    cmp = escalate([[np.asarray(g) for g in got]], [[np.asarray(w) for w in want]], best.numerics,
-                   lambda: None if ref is None else [ref], lambda: None if sens is None else [sens])
-    verify_log.info("%s: in-process check against jax.jit: %s", report.name,
-                    f"ok ({cmp.tier.name})" if cmp.ok else f"failed: {cmp.detail}")
-    if not cmp.ok:
-        return keep_original(f"final in-process check against jax.jit failed: {cmp.detail}")
-    tier = max(cmp.tier, best.verified)
-    s_jit, s_opt = callable_samples([jitted, user], call_args, timing)
-    t_jit, t_opt = runtime.typical(s_jit), runtime.typical(s_opt)
-    ratio, median = t_opt / t_jit, runtime.median_ratio(s_jit, s_opt)
-    report.baseline_s, report.optimized_s, report.ratio, report.median_ratio = t_jit, t_opt, ratio, median
-    if not accepts(ratio, median, threshold):
-        return keep_original(f"in-process ratio {ratio:.3f} (median per call {median:.3f}) vs jax.jit is "
-                             f"within noise (worker measured {best.ratio:.3f}, median {best.median_ratio:.3f})")
-    report.returned_original = False
-    report.applied = chosen.applied
-    report.action_tokens = best.passes
-    report.numerics = tier.name
-    report.optimized_hash = best.key
-    c = best.comparison
-    sets = "example args + random sets" if program.example_args is not None else "random sets"
-    report.verification = (f"{tier.name} tier on {sets} in a worker, then against jax.jit in-process"
-                           + (f"; {c.describe()}" if c is not None and c.describe() else ""))
-    report.total_s = time.perf_counter() - t0
-    return OptimizedFunction(fn, call, report, chosen, program, fallback=jitted, dispatch=user)
+    def samples(self, timing: TimingPolicy) -> tuple[list[float], list[float]]:
+        d = self.delivery
+        s_jit, s_opt = callable_samples([d.jitted, d.user], d.args, timing)  # type: ignore[list-item]
+        return s_jit, s_opt

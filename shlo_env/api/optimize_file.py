@@ -6,9 +6,9 @@
 IN is `.mlir` text, `.mlirbc` bytecode (or a StableHLO portable artifact), optionally compressed
 with xz, gzip, bzip2 or zstd (recognized by content, so stdin works too); `-` reads stdin. OUT's
 extension picks the format (`.mlirbc` bytecode, else text; a trailing `.xz`/`.gz`/`.bz2`
-compresses); `-` writes text to stdout. The search is `optimize_program` (every candidate
-verified against the input module before it is timed); `--report` writes its JSON record next to
-OUT (`OUT.report.json`) or to the path given.
+compresses); `-` writes text to stdout. The search is `search_program`, the one every front end
+calls (`shlo_env.api.search_program`: every candidate verified against the input module before it
+is timed); `--report` writes its JSON record next to OUT (`OUT.report.json`) or to the path given.
 
 The search's flags are those of `SearchOptions` (`shlo_env.search.options`: the options
 `optimize` takes, declared once). Searches go through the persistent cache (`shlo_env.api.cache`,
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import bz2
-import dataclasses
 import gzip
 import json
 import lzma
@@ -33,9 +32,7 @@ from shlo_env.search.options import add_arguments as add_search_arguments
 from shlo_env.search.options import from_args
 
 if TYPE_CHECKING:
-    from shlo_env.api.cache import Entry
-    from shlo_env.search.options import SearchOptions
-    from shlo_env.search.program_search import ProgramResult
+    from shlo_env.search.result import ProgramResult
 
 _COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {".xz": lzma.compress, ".gz": gzip.compress, ".bz2": bz2.compress}
 
@@ -192,10 +189,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from shlo_env.api import cache as search_cache
-    from shlo_env.api.optimize import store_search
+    from shlo_env.api import search_program as front_end
     from shlo_env.search import strategies
-    from shlo_env.api.progress import SearchWatch
-    from shlo_env.search.program_search import optimize_program
 
     def fail(message: str) -> int:
         print(f"shlo-env optimize: error: {message}", file=sys.stderr)
@@ -228,23 +223,11 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(e).strip("'\""))
     options = options.with_(name=options.name or program.name)
     store = None if args.no_cache else search_cache.open_cache(args.cache_dir or True)
-    key = search_cache.search_key(program, options) if store is not None else None
-    entry = store.get(key) if store is not None and key is not None else None
-    res = _from_cache(program, entry, options) if entry is not None else None
-    cache = "hit" if res is not None else ""
-    candidates: list[dict] = []
-    if res is None:
-        watch = SearchWatch(bool(args.progress), res_name(options, program), budget_s=options.budget_s)
-        try:
-            res = optimize_program(program, options.effective(), progress=watch)
-        finally:
-            watch.close()
-        candidates = watch.candidates()
-        if res.status != "ok" or res.program is None:  # nothing searched: as `optimize` returns jax.jit
-            why = (res.error if res.status != "ok" else res.reason) or "the search returned no program"
-            return _unchanged(args, report_path, program, program.name, why, fail, res)
-        if store is not None and key is not None and store_search(store, _entry(key, res), res.name):
-            cache = "stored"
+    res, cache = front_end.search_program(program, options, cache=store, progress=bool(args.progress),
+                                          dump_to=args.dump)
+    if res.status != "ok" or res.program is None:  # nothing searched: as `optimize` returns jax.jit
+        why = (res.error if res.status != "ok" else res.reason) or "the search returned no program"
+        return _unchanged(args, report_path, program, program.name, why, fail, res)
     assert res.program is not None
     try:
         write_program(res.program, args.output)
@@ -253,16 +236,17 @@ def run(args: argparse.Namespace) -> int:
     if report_path:
         record = {"input": args.input, "output": args.output, **res.record(), "cache": cache}
         Path(report_path).write_text(json.dumps(record, indent=2, default=str))
-    try:
-        _dump_and_export(args, program, res, candidates)
-    except (OSError, ValueError) as e:
-        return fail(f"cannot write the dump or the export: {e}")
+    if args.export:
+        try:
+            _export(args.export, program, res)
+        except (OSError, ValueError) as e:
+            return fail(f"cannot write the export: {e}")
     print(str(res), file=sys.stderr)
     if args.explain:
         from shlo_env.api.explain import explain
 
         print(explain(res, program, None if res.returned_original else res.program), file=sys.stderr)
-    if cache == "hit":
+    if cache == front_end.HIT:
         print("persistent cache: hit (searched in an earlier run, checked against the input module on a seeded "
               "random input set)", file=sys.stderr)
     return 0
@@ -284,76 +268,12 @@ def _unchanged(args: argparse.Namespace, report_path: str | None, module, name: 
     return 0
 
 
-def res_name(options: SearchOptions, program: Program) -> str:
-    return str(options.name or program.name)
-
-
-def _dump_and_export(args: argparse.Namespace, program: Program, res: ProgramResult, candidates: list[dict]) -> None:
-    """`--dump DIR` (or `$SHLO_ENV_DUMP_DIR`) and `--export DIR`, after the output is written."""
-    from shlo_env.api import dump
-    from shlo_env.ir.hashing import dag_hash
+def _export(folder: str, program: Program, res: ProgramResult) -> None:
+    """`--export DIR`, after the output is written (the dump folder is the search's:
+    `shlo_env.api.search_program`)."""
+    from shlo_env.api.export import write_artifact
 
     winner = None if res.returned_original or res.program is None else res.program
-    base = dump.root()
-    if args.dump or base is not None:
-        folder = Path(args.dump) if args.dump else dump.folder_for(base, res.name, dag_hash(program))  # type: ignore[arg-type]
-        dump.write(folder, original_text=program.text(), winner_text=None if winner is None else winner.text(),
-                   report=res.record(), candidates=candidates)
-    if args.export:
-        from shlo_env.api.export import write_artifact
-
-        write_artifact(args.export, winner if winner is not None else program,
-                       actions=res.actions if winner is not None else (), numerics=res.numerics,
-                       report=res.record(), report_text=str(res), name=res.name)
-
-
-def _entry(key: dict, res: ProgramResult) -> Entry:
-    """The cache entry of a finished search (the same entry `optimize` writes for a function)."""
-    from shlo_env.api.cache import Entry
-
-    kept = res.returned_original or res.program is None
-    return Entry(key=key, name=res.name, program=None if kept else res.program.text(),  # type: ignore[union-attr]
-                 actions=res.actions, numerics=res.numerics, optimized_hash="" if kept else res.best_hash,
-                 report=res.record())
-
-
-def _from_cache(program: Program, entry: Entry, options: SearchOptions) -> ProgramResult | None:
-    """The cached search as a result, after the check `optimize` makes of a hit (here against
-    the input module itself, compiled in this process); None (with a CacheWarning) if it fails."""
-    import warnings
-
-    from shlo_env.execute import runtime
-    from shlo_env.api.cache import CacheWarning
-    from shlo_env.ir.hashing import dag_hash
-    from shlo_env.api.optimize import check_cached
-    from shlo_env.search.program_search import ProgramResult
-
-    try:
-        stored = dict(entry.report)
-        chosen = program
-        if entry.program is not None:
-            chosen = dataclasses.replace(program, module=parse_module(entry.program, what="cached program"),
-                                         applied=tuple(stored.get("applied") or ()))
-            if dag_hash(chosen) != entry.optimized_hash:
-                raise ValueError("the stored program does not match its hash")
-            original, optimized = runtime.compile(program), runtime.compile(chosen, entry.disabled_passes)
-            check_cached(program, entry.numerics, lambda flat: runtime.execute(original, flat),
-                         lambda flat: runtime.execute(optimized, flat))
-        fields = {f.name: f for f in dataclasses.fields(ProgramResult) if f.init}
-        names = set(fields)
-        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) and isinstance(fields[k].default, tuple) else v
-                                  for k, v in stored.items() if k in fields}
-        res = ProgramResult(**values)
-        if "disabled_passes" in stored and "disabled_passes" not in names:
-            res.action_tokens = tuple(stored["disabled_passes"])  # the record's text form of the actions
-    except Exception as e:  # noqa: BLE001 - a bad entry means: search again
-        warnings.warn(f"shlo_env cache: ignoring the cached search of {program.name} ({type(e).__name__}: {e}); "
-                      f"searching again", CacheWarning, stacklevel=2)
-        return None
-    res.name = options.name or program.name
-    res.status, res.error, res.program = "ok", "", chosen
-    res.original_hash = dag_hash(program)
-    res.best_hash = res.original_hash if entry.program is None else entry.optimized_hash
-    res.returned_original = entry.program is None
-    res.candidates_evaluated, res.cache_hits, res.search_s, res.total_s = 0, 0, 0.0, 0.0
-    return res
+    write_artifact(folder, winner if winner is not None else program,
+                   actions=res.actions if winner is not None else (), numerics=res.numerics,
+                   report=res.record(), report_text=str(res), name=res.name)

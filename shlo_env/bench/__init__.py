@@ -5,7 +5,8 @@
     shlo-env bench --dataset path/to/my_mlir_dir --executor ray --workers 4
     shlo-env bench --noise-profile                   # re-measure this machine's noise first
 
-For every program of every dataset and every strategy, `shlo_env.search.program_search.optimize_program` runs
+For every program of every dataset and every strategy, the program search every front end runs
+(`shlo_env.api.search_program`, without the persistent cache) runs
 (noise, search with verification of every candidate, confirmation, a final independent
 measurement) on an executor (`shlo_env.bench.executors`: local processes by default, or Ray), and the
 result goes to the results database (`shlo_env.measure.results_db`, default `./results/shlo_env.sqlite`)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from shlo_env.bench.datasets import short_label
+from shlo_env.search.result import counted
 
 
 @dataclasses.dataclass
@@ -157,7 +158,7 @@ def program_rows(rows: list[dict], width: int | None = None) -> list[tuple]:
             reason = r["reason"] or ""
             outcome = reason if width is None or len(reason) <= width else reason[:width - 3] + "..."
         else:
-            outcome = _clip(", ".join(_compress(_actions(r))), width)
+            outcome = _clip(", ".join(counted(_actions(r))), width)
         out.append((short_label(r["dataset"]), r["name"], r["strategy_used"] or r["strategy"], _f(r["ratio"]), n,
                     _f(per_min, "{:.0f}"), _f(r["search_s"], "{:.1f}"), _f(r["total_s"], "{:.1f}"), outcome or "-"))
     return out
@@ -174,16 +175,8 @@ def improved_rows(rows: list[dict], profile: dict | None, width: int | None = No
                         _f((r["baseline_full"] or math.nan) * 1e3, "{:.4f}"), _f((r["best_full"] or math.nan) * 1e3, "{:.4f}"),
                         _f(r["ratio"]), _f(r["search_ratio"]), _f(r["confirm_ratio"]),
                         _f(row_thresholds(r, profile)[0]), verdict(r, profile),
-                        _clip(", ".join(_compress(applied)), width) or "-"))
+                        _clip(", ".join(counted(applied)), width) or "-"))
     return out
-
-
-def _compress(names: list[str]) -> list[str]:
-    """["a", "a", "b"] -> ["a x2", "b"] (order of first use)."""
-    counts: dict[str, int] = {}
-    for n in names:
-        counts[n] = counts.get(n, 0) + 1
-    return [f"{n} x{c}" if c > 1 else n for n, c in counts.items()]
 
 
 # --- reports --------------------------------------------------------------------------------------

@@ -169,12 +169,13 @@ class _Plan:
 
 
 def _optimize_one(task: Task, worker, device_lock) -> dict:
-    """The sweep's one call to the program-level search (an executor runs it, in any process):
-    the result record of `optimize_program` for one (program, strategy)."""
-    from shlo_env.search.program_search import optimize_program
+    """The sweep's one call to the program search every front end makes (`search_program`,
+    without the persistent cache: a sweep measures; its results database keeps the results),
+    run by an executor in any process: the result record for one (program, strategy)."""
+    from shlo_env.api import search_program as front_end
 
     options = task.options.with_(strategy=task.strategy, name=task.name)
-    res = optimize_program(task.program, options, worker=worker, device_lock=device_lock)
+    res, _ = front_end.search_program(task.program, options, cache=None, worker=worker, device_lock=device_lock)
     return res.to_record()
 
 

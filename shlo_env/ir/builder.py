@@ -56,7 +56,8 @@ class Builder:
 
     def op(self, name: str, operands: Sequence[ir.Value], result_types: Sequence[ir.Type],
            attributes: dict | None = None, regions: int = 0) -> ir.Operation:
-        loc = self.loc or ir.Location.unknown()
+        # the location the caller entered (the driver's fused location of the matched ops)
+        loc = self.loc or ir.Location.current or ir.Location.unknown()
         return ir.Operation.create(name, results=list(result_types), operands=list(operands),
                                    attributes=attributes or {}, regions=regions, loc=loc, ip=self.ip)
 

@@ -99,8 +99,11 @@ class Program:
         """The StableHLO portable artifact (versioned VHLO bytecode) that `jax.export` stores.
 
         jax emits `chlo` ops (`jnp.square`, `erfc`, ...) that have no VHLO form, so a copy is
-        legalized to plain StableHLO first; the program itself keeps its ops."""
-        return _jax_compat.serialize_portable(str(legalize_chlo(self.clone().module).operation.get_asm()))
+        legalized to plain StableHLO first; the program itself keeps its ops. Locations are
+        kept: XLA's metadata of a rewritten op (`op_name` in dumps and profiles) then names
+        the jax ops it replaced."""
+        module = legalize_chlo(self.clone().module)
+        return _jax_compat.serialize_portable(str(module.operation.get_asm(enable_debug_info=True)))
 
     def checked_example_args(self, arrays, what: str = "example_args") -> tuple[np.ndarray, ...]:
         """`arrays` as this program's example inputs: one per input, each of its shape, cast to

@@ -10,7 +10,8 @@ from shlo_env.patterns.base import (  # noqa: F401
     Match, Numerics, Pattern, all_patterns, default_patterns, get, register, resolve,
 )
 from shlo_env.patterns import (  # noqa: F401,E402
-    algebraic, conv, convert, dot, fusion, layout, loops, reduce, scans, select, shape, slicing, small_ops,
+    algebraic, conv, convert, dot, fusion, layout, loops, pad_sums, reduce, scans, select, shape,
+    slicing, small_ops,
 )
 from shlo_env.patterns import batching  # noqa: F401,E402  (last: the registry's order is the search's)
 

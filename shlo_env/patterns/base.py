@@ -57,11 +57,17 @@ class Pattern:
     whose operands is defined by an op with one of these names (`NegNeg`: "stablehlo.negate").
     Empty means none. A declaration that is not a necessary condition loses matches;
     tests/test_match_cache.py checks each one.
+
+    `sweep_first` (optional) marks a rewrite that never costs: EXACT, never more ops than it
+    replaces, no arithmetic added (`SumOfDisjointPads`). A search takes it at every site as its
+    first whole-program candidate (`shlo_env.search.first_sweep`), before its budget goes to
+    anything else; tests/property/test_patterns_meta.py checks the tier.
     """
 
     root: ClassVar[str | tuple[str, ...]] = ()
     operand_from: ClassVar[str | Collection[str]] = ()
     numerics: ClassVar[Numerics] = Numerics.EXACT
+    sweep_first: ClassVar[bool] = False
     name: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs):

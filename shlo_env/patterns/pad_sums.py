@@ -7,25 +7,33 @@ result that is the L pieces laid side by side. On the llama decode step of Enzym
 (`benchmarks/peer_programs.py`, reverse mode) these are 246 pads and their adds; Enzyme-JAX's
 pad patterns remove them (docs/experiments/2026-11-29-vs-enzyme.md), XLA does not.
 
-`SumOfDisjointPads`: an add tree (intermediate adds used once) whose leaves are all zero pads
-(no interior padding, no negative edge padding) that pad alike in every dim but one, where the
-pieces occupy disjoint ranges -> the pieces concatenated in order along that dim, zeros between
+`SumOfDisjointPads`: an add tree (intermediate adds used once) whose leaves are three or more
+zero pads (no interior padding, no negative edge padding) that pad alike in every dim but one,
+where the pieces occupy disjoint ranges -> the pieces concatenated in order along that dim, zeros between
 them where they leave a gap, padded once. EXACT: every element of the sum is one piece's
 element plus zeros (x + 0 is x; a -0 piece element becomes +0 in the original, which the tiers
 count as equal).
 
-Not registered yet (`@register` and the import in `shlo_env/patterns/__init__.py` are the
-lead's to add): use it as `optimize(..., patterns=[*default_patterns(), SumOfDisjointPads()])`.
+It never costs: L-1 whole-array adds and L whole-array pads become one concatenate of the
+pieces and one pad (plus a zero broadcast per gap), never more ops and no arithmetic. So it is
+`sweep_first`: the search takes it at every site as its first whole-program candidate
+(`shlo_env.search.first_sweep`); in the search's ordinary order a 7k-op program's budget ran
+out before it was reached. Two pieces are left alone: XLA fuses the one add of two pads into a
+single loop, which is what the concatenate compiles to; measured alone it moved nothing
+(1.004-1.008), and on science/realnvp_flow_train (seven such pairs, the reverse mode of a
+split) it was 1.10 of the original. Six pieces: 0.31-0.87 (docs/experiments/2026-11-29-vs-enzyme.md).
 """
 
 from __future__ import annotations
 
 from shlo_env.ir.tensor_types import shape_of
-from shlo_env.patterns.base import Match, Numerics, Pattern
+from shlo_env.patterns.base import Match, Numerics, Pattern, register
 from shlo_env.patterns.matching import i64s, producer, single_use, splat_value, users
 
 #: The most pads one match gathers (a bound on the walk of an add tree).
 MAX_LEAVES = 64
+#: The fewest: with two, XLA's fused add of two pads is already the concatenate's loop.
+MIN_PIECES = 3
 
 
 def _zero_pad(value):
@@ -62,7 +70,7 @@ def _layout(op):
     """(dim, [(start, piece)] sorted, low, high, size) when the tree at `op` is a sum of
     disjoint zero pads, else None."""
     leaves = _leaves(op)
-    if not leaves or len(leaves) < 2:
+    if not leaves or len(leaves) < MIN_PIECES:
         return None
     pads = [_zero_pad(v) for v in leaves]
     if any(p is None for p in pads):
@@ -85,12 +93,16 @@ def _layout(op):
     return dim, placed, first_low, first_high, size
 
 
+@register
 class SumOfDisjointPads(Pattern):
-    """add(pad(a, 0), pad(b, 0), ...) with the pieces side by side in one dim -> pad(concat(a, [zeros], b, ...), 0)."""
+    """add(pad(a, 0), pad(b, 0), pad(c, 0), ...) -> pad(concat(a, [zeros], b, c, ...), 0) when three or more zero
+    pads put their pieces side by side in one dim (a stacked weight's gradient; the search takes it everywhere
+    first: `sweep_first`)."""
 
     root = "stablehlo.add"
     operand_from = ("stablehlo.pad", "stablehlo.add")
     numerics = Numerics.EXACT
+    sweep_first = True
 
     def match(self, op):
         layout = _layout(op)

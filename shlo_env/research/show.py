@@ -10,20 +10,32 @@ with its pattern. With `--decisions`, the chosen replacement is green, the origi
 dead are red and dashed, and the regions not taken are grey. Ops inside reduce/while bodies are
 folded into their op's label.
 
+A search's result is drawn from its report: the decisions it took, step by step.
+
+    shlo-env optimize model.mlir -o out.mlirbc --report       # writes out.mlirbc.report.json
+    shlo-env show out.mlirbc.report.json                      # its first step, on the input program
+    shlo-env show out.mlirbc.report.json --step 2 -o step2.svg
+    shlo-env show DUMP_DIR                                    # a dump folder (original.mlir, report.json)
+
 Python: `to_dot(program, decisions)` returns the DOT text; `render(program, path, decisions)`
 writes `.dot` and runs Graphviz's `dot` for SVG/PNG/PDF (if `dot` is missing, it writes the
 `.dot` and says how to get Graphviz); `to_graphviz(...)` gives a `graphviz.Source` for notebooks.
+`report_step(program, report, step)` gives the augmented program and the decisions of one step
+of a report (an `optimize` Report, a `ProgramResult` or their JSON record), so
+`render(*report_step(fast.original, fast.report), "result.svg")` draws what `optimize` did.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from shlo_env.rewrite import driver
 from shlo_env.learn import observe
@@ -294,10 +306,93 @@ def to_graphviz(program: Program, decisions: Sequence[int] | None = None, **kwar
     return graphviz.Source(to_dot(program, decisions, **kwargs))
 
 
+# --- a search's result, from its report -------------------------------------------------------
+
+class ReportError(ValueError):
+    """A report that names no decisions, or decisions this program does not offer."""
+
+
+def _field(report: Any, name: str, default: Any = ()) -> Any:
+    return report.get(name, default) if isinstance(report, Mapping) else getattr(report, name, default)
+
+
+def report_steps(report: Any) -> list[list[tuple[int, int, str]]]:
+    """The rewrites a report took, per step of its decision path: (alternatives index, choice,
+    pattern) each. Read from its `rewrites` records; a report without them (an older one)
+    gives its `decisions` vectors, with no pattern names to check."""
+    steps: dict[int, list[tuple[int, int, str]]] = {}
+    for r in _field(report, "rewrites") or ():
+        for site, choice in r.get("sites", ()):
+            steps.setdefault(int(r["step"]), []).append((int(site), int(choice), str(r["pattern"])))
+    if steps:
+        return [sorted(steps.get(k, [])) for k in range(max(steps) + 1)]
+    return [[(i, int(c), "") for i, c in enumerate(vec) if c] for vec in _field(report, "decisions") or ()]
+
+
+def report_step(program: Program, report: Any, step: int = 0, patterns=None) -> tuple[Program, list[int]]:
+    """The program augmented at `step` (0: the original) of the report's decision path, with
+    the steps before it applied, and the decisions the search took there. `patterns`: the
+    search's (default: the value-preserving set, as `optimize`'s default). ReportError when the
+    report took no rewrite or this program and pattern set do not offer what it took."""
+    steps = report_steps(report)
+    if not steps:
+        raise ReportError("the report took no rewrite (jax.jit was kept, or it holds no decisions): nothing to draw")
+    if not 0 <= step < len(steps):
+        raise ReportError(f"step {step + 1} asked, the report has {len(steps)} step{'s' * (len(steps) != 1)}")
+    current = program
+    for k in range(step + 1):
+        augmented = driver.augment(current, patterns)
+        alts = driver.list_alternatives(augmented)
+        vec = [0] * len(alts)
+        for site, choice, label in steps[k]:
+            if not label and site >= len(alts):
+                continue  # a decision vector's XLA action toggles come after its rewrites
+            there = site < len(alts) and choice < alts[site].num_choices
+            if not there or (label and alts[site].labels[choice] != label):
+                offered = alts[site].labels[choice] if there else "nothing"
+                raise ReportError(f"step {k + 1} took {label or 'choice ' + str(choice)} at alternatives #{site}, "
+                                  f"but this program offers {offered} there: it is not the program searched, or "
+                                  "the search had another pattern set (pass it with --patterns)")
+            vec[site] = choice
+        if k == step:
+            return augmented, vec
+        current = driver.apply(augmented, vec)
+    raise AssertionError("unreachable")
+
+
+def read_report(path: str | Path) -> dict:
+    """A report's record from its JSON file or a dump folder (its `report.json`)."""
+    path = Path(path)
+    file = path / "report.json" if path.is_dir() else path
+    try:
+        record = json.loads(file.read_text())
+    except (OSError, ValueError) as e:
+        raise ReportError(f"cannot read the report {file}: {e}") from None
+    if not isinstance(record, dict):
+        raise ReportError(f"{file} is not a report (a JSON object written by `shlo-env optimize --report`)")
+    return record
+
+
+def searched_program(path: str | Path, record: dict) -> Path:
+    """The file of the program a report (at `path`) was searched on: its `input`, as given or
+    next to the report, else a dump folder's `original.mlir`."""
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    candidates = [folder / "original.mlir"]
+    if record.get("input") and record["input"] != "-":
+        candidates = [Path(record["input"]), folder / record["input"]] + candidates
+    for c in candidates:
+        if c.is_file():
+            return c
+    raise ReportError(f"{path}: the program it was searched on is not found (tried {', '.join(map(str, candidates))}); "
+                      "give it: shlo-env show PROGRAM --report REPORT")
+
+
 # --- CLI: shlo-env show -----------------------------------------------------------------------
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="a .mlir/.mlirbc file or a corpus URI (e.g. inst-10-20/3)")
+    p.add_argument("file", help="a .mlir/.mlirbc file or a corpus URI (e.g. inst-10-20/3); or a search's report "
+                                "JSON (`shlo-env optimize --report`) or dump folder, to draw its decisions")
     p.add_argument("--augment", action="store_true",
                    help="record every pattern match as an alternatives op first (dry mode)")
     p.add_argument("--patterns", default=None,
@@ -305,6 +400,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--decisions", default=None,
                    help="one choice per alternatives op, comma-separated (e.g. 1,0,2), or 'pick-first'; "
                         "marks the chosen path against the original")
+    p.add_argument("--report", default=None, metavar="REPORT",
+                   help="draw the decisions of this search report (JSON) on FILE, the program it searched")
+    p.add_argument("--step", type=int, default=1,
+                   help="with a report: which step of its decision path to draw (1: from the original)")
     p.add_argument("-o", "--output", default=None,
                    help="output file; its suffix picks the format: .svg (default), .png, .pdf, .dot")
     p.add_argument("--title", default=None, help="a caption (default: the program's name)")
@@ -326,12 +425,53 @@ def _parse_decisions(spec: str | None, alts) -> list[int] | None:
         raise SystemExit(f"--decisions: {e}. The alternatives ops: {listing or 'none'}") from None
 
 
+def _is_report(path: str) -> bool:
+    p = Path(path)
+    return p.suffix == ".json" or (p.is_dir() and (p / "report.json").is_file())
+
+
+def _run_report(args: argparse.Namespace, program: Program, record: dict) -> int:
+    """Draw one step of a report's decisions."""
+    patterns = [s for s in args.patterns.split(",") if s] if args.patterns else None
+    steps = report_steps(record)
+    try:
+        augmented, decisions = report_step(program, record, args.step - 1, patterns)
+    except (ReportError, KeyError) as e:
+        print(f"shlo-env show: {e}", file=sys.stderr)
+        return 2
+    name = str(record.get("name") or program.name or "program")
+    taken = ", ".join(dict.fromkeys(label for _, _, label in steps[args.step - 1] if label)) or "decisions"
+    print(f"{name}: step {args.step} of {len(steps)}: {taken}")
+    for a in driver.list_alternatives(augmented):
+        if decisions[a.index]:
+            print(f"alternatives #{a.index}: took {decisions[a.index]}={a.labels[decisions[a.index]]}")
+    output = Path(args.output) if args.output else Path(f"{name}.step{args.step}.svg")
+    title = args.title or f"{name}: step {args.step} of {len(steps)} ({taken})"
+    print(render(augmented, output, decisions, title=title).message)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from shlo_env.research.env import resolve_program
     from shlo_env.ir.program import ProgramError
 
+    record = None
+    source = args.file
     try:
-        program, uri = resolve_program(args.file)
+        if args.report is not None:
+            record = read_report(args.report)
+        elif _is_report(args.file):
+            record = read_report(args.file)
+            source = str(searched_program(args.file, record))
+    except ReportError as e:
+        print(f"shlo-env show: {e}", file=sys.stderr)
+        return 2
+    try:
+        if record is not None:  # read as `shlo-env optimize` read it (compressed files too)
+            from shlo_env.api.optimize_file import read_program
+
+            return _run_report(args, read_program(str(source)), record)
+        program, uri = resolve_program(source)
     except (ProgramError, TypeError) as e:
         print(f"shlo-env show: {e}", file=sys.stderr)
         return 2
@@ -350,7 +490,7 @@ def run(args: argparse.Namespace) -> int:
     for a in alts:
         took = f"  -> {decisions[a.index]}" if decisions is not None else ""
         print(f"alternatives #{a.index}: " + ", ".join(f"{k}={lab}" for k, lab in enumerate(a.labels)) + took)
-    name = (program.name if uri else Path(str(args.file)).name.split(".")[0]) or "program"
+    name = (program.name if uri else Path(str(source)).name.split(".")[0]) or "program"
     output = Path(args.output) if args.output else Path(f"{name}.svg")
     result = render(program, output, decisions, title=args.title or program.name)
     print(result.message)

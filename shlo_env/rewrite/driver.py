@@ -20,6 +20,7 @@ from jaxlib.mlir import ir
 
 from shlo_env.ir import alternatives as alt_dialect
 from shlo_env.ir.builder import Builder
+from shlo_env.ir.locations import rewrite_location
 from shlo_env.ir.program import Program, ir_scope
 from shlo_env.ir.ops import ancestor_in, block_ops, is_pure, walk_block
 from shlo_env.measure.numerics import Numerics
@@ -234,10 +235,12 @@ def _record(roots: list[ir.Value], members, redirect: dict, stats: AugmentStats,
 
     scratch = ir.Operation.create("shlo_env.scratch", regions=len(mapped))
     blocks, labels, tiers = [], [], []
-    for (p, m), region in zip(mapped, scratch.regions):
+    for (p, m), region, values in zip(mapped, scratch.regions, captured):
         block = alt_dialect.new_block(region, operands)
         local = _map_values(m, dict(zip(operands, block.arguments)))
-        problem = _build_choice(p, block, local, len(roots))
+        # the ops it builds point at the ops it replaces (`shlo_env.ir.locations`)
+        with rewrite_location(p.name, original_roots, values):
+            problem = _build_choice(p, block, local, len(roots))
         if problem == "no-op":
             continue
         if problem:

@@ -346,18 +346,23 @@ def check_profile(g_or_program: _Graph | Program, profile: Profile) -> None:
 
 # --- item 4: bounds ----------------------------------------------------------------------------
 
+def site_kernels(profile: Profile, program: Program) -> dict[int, list[int]]:
+    """Site index -> the kernels (indices into `profile.kernels`) its matched ops sit in. A
+    site in a loop body touches the kernels of that body, not the loop's own."""
+    graphs = _Graphs(program)
+    check_profile(graphs.main, profile)
+    out: dict[int, list[int]] = {}
+    for site in _sites(program):
+        g = graphs.of(site.block)
+        out[site.index] = _touched_kernels(g, _changed(g, site)[0], profile)
+    return out
+
+
 def site_bounds(profile: Profile, program: Program) -> dict[int, float]:
     """Site index -> the summed time share of the kernels its matched ops sit in: the most its
     rewrite can save. A site in a loop body is bounded by the kernels of that body it touches
     (their time summed over the iterations; the loop's own share is not counted)."""
-    graphs = _Graphs(program)
-    check_profile(graphs.main, profile)
-    out: dict[int, float] = {}
-    for site in _sites(program):
-        g = graphs.of(site.block)
-        ks = _touched_kernels(g, _changed(g, site)[0], profile)
-        out[site.index] = sum(profile.kernels[k].share for k in ks)
-    return out
+    return {site: sum(profile.kernels[k].share for k in ks) for site, ks in site_kernels(profile, program).items()}
 
 
 def order_sites(bounds: Mapping[int, float]) -> list[int]:
@@ -734,5 +739,5 @@ def _users(g: _Graph, r: ir.Value) -> Iterator[int]:
 
 
 __all__ = ["CLOSURE_OPS", "Candidate", "NEGLIGIBLE_TIME_FRACTION", "Region", "RegionCutter", "RegionError", "baseline",
-           "check_profile", "cut_region", "cut_regions", "module_of", "order_sites", "site_bounds",
+           "check_profile", "cut_region", "cut_regions", "module_of", "order_sites", "site_bounds", "site_kernels",
            "skip_negligible", "walk_block_of"]

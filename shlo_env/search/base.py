@@ -41,7 +41,7 @@ from shlo_env.rewrite.driver import ApplyError, AugmentStats, apply, augment, li
 from shlo_env.ir.hashing import dag_hash
 from shlo_env.ir.program import Program, ir_scope
 from shlo_env.measure.noise_thresholds import accepts
-from shlo_env.search import option_screen, site_heat
+from shlo_env.search import first_sweep as first_sweeps, option_screen, site_heat
 from shlo_env.search.evaluator import Evaluation, Evaluator, Keyed
 from shlo_env.search.passes import describe
 from shlo_env.search.schedule import Schedule
@@ -277,9 +277,12 @@ class SearchCaches:
         self.expanded: dict[str, Expansion] = {}
         self.heat: dict[str, list[float]] = {}
         # measured: DAG hash -> per site, the share of the run time its kernels hold (one
-        # profile of the original, `site_heat.measured_weights`; the runner sets it)
+        # profile of the original, `site_heat.measured_sites`; the runner sets it)
         self.bounds: dict[str, list[float]] = {}
         self.profiles: dict[str, object] = {}  # DAG hash -> that profile (`kernel_profile.Profile`)
+        self.site_kernels: dict[str, dict[int, list[int]]] = {}  # DAG hash -> site -> its kernels in it
+        # (DAG hash, site, choice) -> the region ratio the regional strategy measured for it
+        self.region_ratios: dict[tuple[str, int, int], float] = {}
         self.profile_cost_s = 0.0  # the schedule's estimate of one profile (from the measured compile)
         self.compile_s = 0.0  # the original's compile, measured by the program search's probe
         self.children: dict[tuple, State | None] = {}
@@ -300,6 +303,7 @@ class SearchRun:
     start_ratio: float = 1.0
     screened: bool = False  # the option screen ran (once per search, whichever strategy asks)
     screen: dict | None = None  # its summary, when it tried something
+    swept: first_sweeps.FirstSweep | None = None  # the first sweep, once it ran (once per search)
     best: Evaluation | None = None
     # Rewrites that paid: label -> the best ratio (child / parent) of a step taking only that
     # rewrite (at one site or all). A child state offers the same rewrite at new sites (the
@@ -525,6 +529,17 @@ class SearchContext:
                 self.run.start, self.run.start_ratio = found.start
         return self.run.start
 
+    def first_sweep(self, start: State) -> State:
+        """Run the first sweep once per search (`shlo_env.search.first_sweep`: the rewrites that
+        never cost, at every site, evaluated on the whole program) on top of `start`, and
+        return the state to search from: the swept one when it beat `start`, else `start`."""
+        if self.run.swept is None:
+            ratio = self.run.start_ratio if start.key == self.run.start.key else 1.0
+            self.run.swept = first_sweeps.sweep(self, start, ratio)
+            if self.run.swept.start is not None:
+                self.run.start, self.run.start_ratio = self.run.swept.start
+        return self.run.swept.start[0] if self.run.swept.start is not None else start
+
     def describe_passes(self) -> list[str]:
         return [f"{a} ({describe(a)})" for a in self.settings.actions]
 
@@ -535,30 +550,38 @@ class Strategy:
     Options are constructor keyword arguments (`get_strategy("beam", alpha=1.0)`); `info`
     collects what a strategy wants to report (pruned children, simulations, ...).
 
-    Two options every built-in strategy takes, both on by default (they aim a small budget):
+    Three options every built-in strategy takes, all on by default (they aim a small budget):
     `screen_options` runs the XLA option screen before the search when option actions are
     offered (`shlo_env.search.option_screen`: offered options timed against the original in
     as few requests as the time allows, the best verified one becomes the start state);
-    `hot_first` orders single rewrites by the estimated time of the ops they touch
-    (`shlo_env.search.site_heat`).
+    `first_sweep` then takes the rewrites that never cost (`Pattern.sweep_first`) at every
+    site as the first whole-program candidate (`shlo_env.search.first_sweep`; the swept
+    program becomes the start state when it is faster); `hot_first` orders single rewrites
+    by the estimated time of the ops they touch (`shlo_env.search.site_heat`).
     A strategy calls `begin(ctx)` first and searches from the state it returns.
     """
 
     name = ""
 
-    def __init__(self, screen_options: bool = True, hot_first: bool = True):
+    def __init__(self, screen_options: bool = True, hot_first: bool = True, first_sweep: bool = True):
         self.info: dict = {}
         self.screen_options = screen_options
         self.hot_first = hot_first
+        self.first_sweep = first_sweep
 
     def begin(self, ctx: SearchContext) -> State:
         """The state to start from: the XLA option screen's choice when `screen_options`
-        (run once per search, `SearchContext.screen_options`), else the root."""
-        if not self.screen_options:
-            return ctx.root
-        start = ctx.screen_options()
-        if ctx.run.screen is not None:
-            self.info["option_screen"] = ctx.run.screen
+        (run once per search, `SearchContext.screen_options`), else the root; then the first
+        sweep's program on top of it when `first_sweep` and it is faster."""
+        start = ctx.root
+        if self.screen_options:
+            start = ctx.screen_options()
+            if ctx.run.screen is not None:
+                self.info["option_screen"] = ctx.run.screen
+        if self.first_sweep:
+            start = ctx.first_sweep(start)
+            if ctx.run.swept is not None and ctx.run.swept.patterns:
+                self.info["first_sweep"] = ctx.run.swept.summary()
         return start
 
     def start_ratio(self, ctx: SearchContext, start: State) -> float:

@@ -28,7 +28,8 @@ budget and records each phase; no phase holds a budget fraction of its own.
 7. **acceptance**: `shlo_env.search.acceptance` decides whether the best is returned.
 8. **reference**: the original's float64 outputs for the caller's in-process check.
 9. **final**: the returned program timed again, `FINAL_TIMINGS` times side by side.
-10. **cost**: XLA's cost analysis of the original and the returned program.
+10. **cost**: XLA's cost analysis of the original and the returned program, and what each
+    rewrite contributed and where the original's time goes (`shlo_env.search.attribution`).
 
 `device_lock` (a context manager) is held around every timing request, so that several sweeps
 sharing a device never time at the same moment, while their compiles run in parallel.
@@ -58,7 +59,8 @@ from shlo_env.measure.timing_policy import TimingPolicy, policy_seconds
 from shlo_env.measure.verify import NOTHING_TO_COMPARE
 from shlo_env.patterns.base import resolve as resolve_patterns
 from shlo_env.rewrite.driver import AugmentStats, augment, list_alternatives
-from shlo_env.search import acceptance, passes as pass_actions, site_heat
+from shlo_env import logs
+from shlo_env.search import acceptance, attribution, passes as pass_actions, site_heat
 from shlo_env.search.base import Progress, SearchContext, auto_strategy, get_strategy
 from shlo_env.search.evaluator import Evaluator
 from shlo_env.search.options import SearchOptions
@@ -363,12 +365,18 @@ def final(run: ProgramSearch) -> bool:
 
 
 def cost(run: ProgramSearch) -> bool:
-    """XLA's cost analysis (flops, bytes) of the original and the returned program."""
+    """XLA's cost analysis (flops, bytes) of the original and the returned program, and what
+    each rewrite taken contributed and where the original's time goes, as the search measured
+    them (`shlo_env.search.attribution`: read from its caches, nothing timed again)."""
+    res = run.res
     if run.options.cost:
-        res = run.res
         res.cost_original = _cost(run.evaluator, run.program, ())
         res.cost_best = (res.cost_original if not run.accepted
                          else _cost(run.evaluator, run.best.program, run.best.passes))
+    try:
+        attribution.attribute(run)
+    except Exception as e:  # noqa: BLE001 - the explanation must not cost the result
+        logs.get("search").info("%s: no attribution of the rewrites: %s: %s", run.name, type(e).__name__, e)
     return True
 
 
@@ -434,7 +442,7 @@ def _take_best(run: ProgramSearch) -> None:
 
 
 def measure_sites(ctx: SearchContext, inputs, schedule: Schedule) -> str:
-    """Order the original's sites by one profile of it (`site_heat.measured_weights`, into
+    """Order the original's sites by one profile of it (`site_heat.measured_sites`, into
     `ctx.caches.bounds`) when the schedule affords it; says how the sites are ordered. A
     profile that is not affordable or fails leaves the static weights."""
     augmented, alts = ctx.caches.augmented[ctx.root.hash]
@@ -450,14 +458,15 @@ def measure_sites(ctx: SearchContext, inputs, schedule: Schedule) -> str:
     schedule.record("profile").given_s = allowed
     ev = ctx.evaluator
     try:
-        bounds, prof = site_heat.measured_weights(augmented, len(alts), inputs, runner=ev.worker,
-                                                  input_key=ev.verifier.keys[0], timeout_s=allowed)
+        bounds, prof, kernels = site_heat.measured_sites(augmented, len(alts), inputs, runner=ev.worker,
+                                                         input_key=ev.verifier.keys[0], timeout_s=allowed)
     except Exception as e:  # noqa: BLE001 - a profile that fails, runs long or does not map: static order
         if isinstance(e, CandidateError) and e.kind is FailureKind.TIMEOUT:
             schedule.cut("profile", f"stopped at {allowed:.1f} s (tracing took longer than its estimate)")
         return f"static (the profile failed: {type(e).__name__}: {str(e)[:120]})"
     ctx.caches.bounds[ctx.root.hash] = bounds
     ctx.caches.profiles[ctx.root.hash] = prof
+    ctx.caches.site_kernels[ctx.root.hash] = kernels
     with ir_scope():
         kept = site_heat.measured_order(bounds, site_heat.site_weights(alts))
     return f"measured: {len(kept)} of {len(bounds)} sites above {site_heat.NEGLIGIBLE_TIME_FRACTION:.1%} of the time"

@@ -131,6 +131,9 @@ class Regional(Strategy):
                       whole_candidates=0, winners=0, assembled=0, sites_judged=0, left_to_sweeps=0)
         self.info.update(counts, profile="none", fallback_reasons={})
         self._reset()
+        if ctx.run.swept is not None and ctx.run.swept.evaluate_s > 0:
+            # the first sweep's whole-program evaluation: `_fits` starts none that cannot end
+            self.whole_s.append(ctx.run.swept.evaluate_s)
         evaluated0 = ctx.evaluator.stats.evaluated
         exp = ctx.expand(start)
         if exp.num_rewrites == 0 or exp.augmented is None:
@@ -219,8 +222,19 @@ class Regional(Strategy):
 
     def _profile(self, ctx: SearchContext, aug, program_hash: str) -> Any:
         """One profile of the original's baseline (the one the program search took, if any), or
-        None (not affordable, or it failed)."""
+        None: not affordable, or it failed; then the sites are cut without kernels, ordered by
+        the program search's profile when it took one (`_order`)."""
         if self.profile is False:
+            return None
+        call_s = ctx.evaluator.baseline_s if ctx.evaluator.baseline_s > 0 else 0.0
+        # Sized from the program, even when the program search's profile is at hand: on a
+        # large program, regions cut along the profile's kernels (a fusion holds many ops) are
+        # large and slow to compile, and fewer sites are judged (a BERT train step: 18 sites,
+        # none won, against 24 sites and 3 winners cut without kernels).
+        estimate = COMPILE_S_PER_OP * ctx.original.num_ops() + 6 * call_s
+        self.info["profile_estimate_s"] = round(estimate, 2)
+        if self.profile is None and estimate > Schedule.region_profile_s(ctx.time_left()):
+            self.info["profile"] = f"skipped: about {estimate:.1f} s of {ctx.time_left():.1f} s left"
             return None
         taken = getattr(ctx.caches, "profiles", {}).get(program_hash)
         if taken is not None:
@@ -231,14 +245,6 @@ class Regional(Strategy):
             else:
                 self.info["profile"] = "ok (the program search's)"
                 return taken
-        call_s = ctx.evaluator.baseline_s if ctx.evaluator.baseline_s > 0 else 0.0
-        # the program search's estimate (from the measured compile), else one from the size
-        estimate = (getattr(ctx.caches, "profile_cost_s", 0.0)
-                    or COMPILE_S_PER_OP * ctx.original.num_ops() + 6 * call_s)
-        self.info["profile_estimate_s"] = round(estimate, 2)
-        if self.profile is None and estimate > Schedule.region_profile_s(ctx.time_left()):
-            self.info["profile"] = f"skipped: about {estimate:.1f} s of {ctx.time_left():.1f} s left"
-            return None
         t = time.perf_counter()
         ev = ctx.evaluator
         try:
@@ -251,6 +257,7 @@ class Regional(Strategy):
             return None
         self.info["profile"] = "ok"
         self.info["profile_s"] = round(time.perf_counter() - t, 2)
+        ctx.caches.profiles.setdefault(program_hash, prof)  # for the report's hot kernels
         return prof
 
     def _order(self, ctx: SearchContext, exp: Expansion, aug, prof) -> tuple[list[int], dict[int, float]]:
@@ -352,6 +359,7 @@ class Regional(Strategy):
                     winners += self._whole_singles(ctx, exp, r.sites[0], counts)
                     continue
                 self._weigh(r, control, rest, bounds)
+                _note_ratios(ctx, exp, rest)
                 winners += self._local_winners(r, control, rest, bounds)
         counts["winners"] += len(winners)
         return winners
@@ -576,6 +584,18 @@ class Regional(Strategy):
             self.info.setdefault("taken", []).append(f"{what}, {outcome})")
             return child, ev.ratio, trial
         return state, ratio, vec
+
+
+def _note_ratios(ctx: SearchContext, exp: Expansion, results: list[RegionResult]) -> None:
+    """Keep each alternative's region ratio in the search's caches: what `report.explain()`
+    cites for a rewrite taken, and for the patterns at a hot kernel (a context without
+    caches, a test's, keeps none)."""
+    ratios = getattr(getattr(ctx, "caches", None), "region_ratios", None)
+    if ratios is None:
+        return
+    for res in results:
+        (site, choice), = res.candidate.choices.items()
+        ratios[(exp.state.hash, site, choice)] = res.ratio
 
 
 def _added(vec: Sequence[int], trial: Sequence[int]) -> int:

@@ -48,6 +48,12 @@ class SearchSummary:
     cuts: tuple[str, ...] = ()
     phases: list = dataclasses.field(default_factory=list)
     candidate_s: float = 0.0  # seconds spent evaluating candidates (region or whole)
+    # what `report.explain()` cites, read from the search's measurements (`shlo_env.search.attribution`):
+    # per pattern per step of the decision path of the returned program (`returned_original`
+    # False): its sites, the user's lines, the profiled kernel share it touched, its measured ratio
+    rewrites: list = dataclasses.field(default_factory=list)
+    hotspots: list = dataclasses.field(default_factory=list)  # the original's hottest kernels, when profiled
+    roofline: dict = dataclasses.field(default_factory=dict)  # the original's time against its floor, or why none
 
     def describe_phases(self) -> str:
         """One line per phase: seconds given, spent, and what was cut."""
@@ -161,7 +167,7 @@ class ProgramResult(SearchSummary):
     def __str__(self) -> str:
         if self.status != "ok":
             return f"{self.name}: error: {self.error}"
-        what = ", ".join(list(self.applied) + [f"-{p}" for p in self.action_tokens]) or "(original)"
+        what = ", ".join(counted(self.applied) + [f"-{p}" for p in self.action_tokens]) or "(original)"
         base = self.baseline.get("full", math.nan)
         how = f", the median of {self.final_timings} timings" if self.final_timings > 1 and not self.returned_original else ""
         return (f"{self.name} [{self.strategy}]: ratio {self.ratio:.3f}{how} ({what}); original "
@@ -172,6 +178,14 @@ class ProgramResult(SearchSummary):
                 + (f"\n{self.describe_phases()}" if self.phases else ""))
 
 
+def counted(names) -> list[str]:
+    """["a", "a", "b"] -> ["a x2", "b"] (order of first use): a rewrite taken at many sites, once."""
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    return [f"{n} x{c}" if c > 1 else n for n, c in counts.items()]
+
+
 def timing_dict(t) -> dict:
     """A `runtime.Timing` as the result's `baseline` / `best` dicts."""
     return {"full": t.full, "async": t.async_, "compute": t.compute, "runs": t.runs}
@@ -179,4 +193,4 @@ def timing_dict(t) -> dict:
 
 TRANSIENT = frozenset({"program", "evaluation", "check_inputs", "check_reference", "search_best", "stats", "timing"})
 
-__all__ = ["ProgramResult", "SearchSummary", "timing_dict"]
+__all__ = ["ProgramResult", "SearchSummary", "counted", "timing_dict"]

@@ -240,17 +240,26 @@ def profile_original(augmented, inputs=None, *, runner: Any = None, input_key: s
     return profile_program(baseline, inputs, runs=runs, warmup=warmup, patterns=())
 
 
-def measured_weights(augmented, num_sites: int, inputs=None, **where: Any) -> tuple[list[float], Any]:
+def measured_sites(augmented, num_sites: int, inputs=None,
+                   **where: Any) -> tuple[list[float], Any, dict[int, list[int]]]:
     """Per site (alternatives index) of the augmented original `augmented`: the share of the
-    profiled kernel time its rewrite can save (`region.site_bounds`), and the profile (a
-    strategy that judges regions reuses it); `where`: `profile_original`'s runner, input key
-    and timeout. Raises what the profile or the mapping raises (`region.RegionError`: a
-    profile that does not fit the program; `CandidateError`: the runner's timeout)."""
+    profiled kernel time its rewrite can save (`region.site_bounds`); the profile (a strategy
+    that judges regions reuses it); and per site the kernels it touches (`region.site_kernels`:
+    what `report.explain()` cites). `where`: `profile_original`'s runner, input key and
+    timeout. Raises what the profile or the mapping raises (`region.RegionError`: a profile
+    that does not fit the program; `CandidateError`: the runner's timeout)."""
     from shlo_env.rewrite import region_cut
 
     prof = profile_original(augmented, inputs, **where)
-    bounds = region_cut.site_bounds(prof, augmented)
-    return [float(bounds.get(i, 0.0)) for i in range(num_sites)], prof
+    kernels = region_cut.site_kernels(prof, augmented)
+    bounds = [float(sum(prof.kernels[k].share for k in kernels.get(i, ()))) for i in range(num_sites)]
+    return bounds, prof, kernels
+
+
+def measured_weights(augmented, num_sites: int, inputs=None, **where: Any) -> tuple[list[float], Any]:
+    """`measured_sites` without the kernels: per site its measured bound, and the profile."""
+    bounds, prof, _ = measured_sites(augmented, num_sites, inputs, **where)
+    return bounds, prof
 
 
 def measured_order(bounds: Sequence[float], static: Sequence[float],

@@ -5,7 +5,7 @@ import importlib
 from shlo_env.patterns import Numerics, all_patterns, default_patterns
 
 FAMILIES = ["algebraic", "shape", "dot", "slicing", "reduce", "convert", "select", "loops", "fusion",
-            "layout", "batching", "scans", "small_ops", "conv"]
+            "layout", "batching", "scans", "small_ops", "conv", "pad_sums"]
 
 
 def _tested():
@@ -42,3 +42,11 @@ def test_library_size_and_tiers():
     approx = {p.name for p in patterns if p.numerics == Numerics.APPROX}
     assert approx, "at least one opt-in APPROX pattern is expected (x / c -> x * (1/c))"
     assert not approx & {p.name for p in default_patterns()}
+
+
+def test_sweep_first_patterns_are_exact():
+    """A `sweep_first` rewrite is taken at every site before the search times anything else
+    (`shlo_env.search.first_sweep`): it must never change a value."""
+    first = [p for p in all_patterns() if p.sweep_first]
+    assert "sum_of_disjoint_pads" in {p.name for p in first}
+    assert all(p.numerics is Numerics.EXACT for p in first), [p.name for p in first if p.numerics is not Numerics.EXACT]
