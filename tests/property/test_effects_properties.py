@@ -12,7 +12,6 @@ and no replacement region may hold a side-effecting op (a copy of a callback).""
 
 from __future__ import annotations
 
-import random
 
 import jax
 import numpy as np
@@ -26,6 +25,7 @@ from shlo_env.ir import effects
 from shlo_env.ir.ops import TERMINATORS, is_pure, walk
 from shlo_env.ir.program import lower
 from shlo_env.rewrite.driver import apply, augment, list_alternatives
+from shlo_env.testing import decision_vectors
 from shlo_env.testing.random_programs import jax_programs
 
 ALL_PATTERNS = patterns.all_patterns()
@@ -89,14 +89,7 @@ def test_rewrites_keep_every_side_effect_in_place(fn_args, picks):
             for op in walk_region(region):
                 assert is_pure(op) or op.name in TERMINATORS, (
                     f"{a.labels[k]} put {op.name} in its replacement")
-    vectors = []
-    for i, a in enumerate(alts):
-        for k in range(1, a.num_choices):
-            v = [0] * len(alts)
-            v[i] = k
-            vectors.append(v)
-    rng = random.Random(0)
-    vectors += [[rng.randrange(a.num_choices) for a in alts] for _ in range(RANDOM_VECTORS if alts else 0)]
+    vectors = decision_vectors(alts, RANDOM_VECTORS, seed=0)  # each choice alone, then random ones
     CHECKED["programs"] += 1
     CHECKED["alternatives"] += len(alts)
     CHECKED["vectors"] += len(vectors)
