@@ -12,7 +12,6 @@ and no replacement region may hold a side-effecting op (a copy of a callback).""
 
 from __future__ import annotations
 
-
 import jax
 import numpy as np
 import pytest
