@@ -477,3 +477,34 @@ def test_deadline_is_honored(name, multi_program):
     t0 = time.perf_counter()
     get_strategy(name).search(ctx)
     assert time.perf_counter() - t0 < 1.5 + 0.3 + 1.0  # the last evaluation may finish, no more
+
+
+def _stopping_first(mcts, times):
+    """`mcts.act` that answers the stop action the first `times` calls."""
+    real_act, calls = mcts.act, []
+
+    def act(node):
+        calls.append(1)
+        return [0] * len(node.exp.dims) if len(calls) <= times else real_act(node)
+
+    mcts.act = act
+
+
+def test_mcts_searches_on_after_a_stop_while_time_is_left(multi_program):
+    ctx, worker = make_ctx(multi_program, max_steps=3)
+    mcts = FactorizedMCTS(budget=4, min_budget=4, seed_pick_first=False)
+    _stopping_first(mcts, 1)
+    best = mcts.search(ctx)
+    assert mcts.info["stops_deferred"] == 1
+    assert mcts.info["actions"][0] == "stop" and len(mcts.info["actions"]) >= 2
+    assert best.ratio < 1.0
+    assert_each_state_compiled_once(ctx, worker)
+
+
+def test_mcts_stops_once_its_steps_find_no_new_state(multi_program):
+    ctx, _ = make_ctx(multi_program, max_steps=2)
+    mcts = FactorizedMCTS(budget=64, min_budget=64, seed_pick_first=False)
+    _stopping_first(mcts, 10**6)
+    mcts.search(ctx)
+    assert not ctx.out_of_time()  # it ended on its own, not at the deadline
+    assert mcts.info["stops_deferred"] <= 4 * 2

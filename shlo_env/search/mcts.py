@@ -25,7 +25,9 @@ also acts once it has used `Schedule.step_s` of the time left when it began, so 
 (seconds per candidate) still gets a second step, where rewrites that build on the first
 (a pattern inside a loop body the first step unrolled) are found. Such a step acts with the
 joint action whose state measured best (`act_best_child`), since its visit counts say little. It
-stops at a stop action, a terminal state, or `ctx.max_steps` steps. Failed candidates get the
+stops at a terminal state or after `ctx.max_steps` steps; a stop action ends it only when the
+time is spent or its step found no new state, otherwise the next step searches on from the same
+root (a stop chosen after a few simulations would leave most of the budget unused). Failed candidates get the
 lowest value seen. The returned result is the best verified state evaluated anywhere.
 
 Two additions to the paper, on by default. `seed_hot` (with `hot_first`): the first simulations of each step
@@ -257,10 +259,11 @@ class FactorizedMCTS(Strategy):
         budgets = decayed_budgets(self.budget, self.decay, self.min_budget, ctx.max_steps)
         self.info.update(budgets=[], actions=[])
         seeds = self.seeds(ctx, root) if not root.terminal else []
+        deferred, max_deferred = 0, 4 * len(budgets)
         for step, budget in enumerate(budgets):
             if root.terminal or ctx.out_of_time():
                 break
-            done = 0
+            done, nodes_before = 0, self.info.get("nodes", 0)
             step_end = time.perf_counter() + Schedule.step_s(ctx.time_left())
 
             def go_on() -> bool:
@@ -277,7 +280,13 @@ class FactorizedMCTS(Strategy):
             vec = self.act(root) if done >= budget else self.act_best_child(root)
             self.info["actions"].append(root.exp.describe(vec))
             if is_stop(vec):
-                break
+                if ctx.out_of_time() or self.info.get("nodes", 0) == nodes_before or deferred >= max_deferred:
+                    break
+                # time is left and the step still found new states: search on from the same root
+                deferred += 1
+                self.info["stops_deferred"] = deferred
+                budgets.append(budget)
+                continue
             nxt = root.children.get(tuple(vec))
             if nxt is None:
                 # the marginals can combine into a joint action no simulation took: try it now
