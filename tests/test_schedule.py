@@ -8,6 +8,7 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import shlo_env as se
 from shlo_env.measure.timing_policy import SEARCH
@@ -152,3 +153,19 @@ def test_the_bench_csv_has_a_column_per_phase():
     row = csv_row({**res.to_record(), "config": '{"budget_s": 30}'})
     assert row["phase_probe_s"] == 1.5 and row["phase_search_s"] == 11.0 and row["phase_noise_s"] is None
     assert row["candidate_share"] == 0.1
+
+
+def test_the_tail_after_the_hard_deadline_is_what_the_final_timing_needs():
+    fast = Schedule(60.0, start=0.0)
+    fast.calibrate(probe_s=0.5, call_s=1e-3)
+    fast.pair_policy(SEARCH)
+    slow = Schedule(60.0, start=0.0)
+    slow.calibrate(probe_s=3.0, call_s=0.5)
+    slow.pair_policy(SEARCH)
+    # a fast program's final timing takes little: its search runs to 90 % of the budget
+    assert fast.hard_deadline() == pytest.approx(60.0 * (1 - schedule.TAIL_MIN))
+    assert fast.search_deadline() == pytest.approx(60.0 * (1 - schedule.TAIL_MIN - schedule.SEARCH_GAP))
+    # a slow one keeps what its three side-by-side timings need, at most TAIL_MAX of the budget
+    need = schedule.FINAL_MARGIN * 3 * slow.pair_s
+    assert slow.hard_deadline() == pytest.approx(60.0 - min(need, schedule.TAIL_MAX * 60.0))
+    assert slow.hard_deadline() < fast.hard_deadline()

@@ -65,7 +65,7 @@ from shlo_env.search.base import Progress, SearchContext, auto_strategy, get_str
 from shlo_env.search.evaluator import Evaluator
 from shlo_env.search.options import SearchOptions
 from shlo_env.search.result import ProgramResult, SearchSummary
-from shlo_env.search.schedule import HARD, Schedule
+from shlo_env.search.schedule import Schedule
 
 PROBE = TimingPolicy(runs=1, warmup=0)  # the original's first call: sizes the budget's steps
 MAX_TRAJECTORY = 5_000  # decisions recorded per program (a long MCTS run is cut here)
@@ -159,7 +159,8 @@ class ProgramSearch:
         """The original's runs or timings failed: an error, or the budget's end."""
         if self.evaluator is None or self.evaluator._budget_cut(e) is None:
             return self.fail(f"the original does not run in the worker: {e}")
-        self.schedule.cut(phase, f"the original's runs did not end within {HARD * self.schedule.total_s:.1f} s "
+        s = self.schedule
+        self.schedule.cut(phase, f"the original's runs did not end within {s.hard_deadline() - s.start:.1f} s "
                                  "of the budget")
         return self.keep_original("the budget ran out measuring the original")
 
@@ -194,7 +195,7 @@ def probe(run: ProgramSearch) -> bool:
     except CandidateError as e:
         if time.perf_counter() >= s.hard_deadline() - 0.5:
             s.cut("probe", f"the original's compile and first call did not end within "
-                           f"{HARD * s.total_s:.1f} s of the budget")
+                           f"{s.hard_deadline() - s.start:.1f} s of the budget")
             return run.keep_original("the budget ran out compiling the original")
         return run.fail(f"the original does not run in the worker: {e}")
     s.calibrate(probe_s=time.perf_counter() - t, call_s=call_s)

@@ -16,10 +16,10 @@ The shares, in one table (fractions of the whole budget unless the name says oth
 | `NOISE` 0.10 | budget | the original timed against itself |
 | `AUGMENT` 0.10 | budget | matching the patterns on the original |
 | `PROFILE` 0.15 | budget | one profile of the original (site order) |
-| `SEARCH_END` 0.80 | budget | the search proposes no candidate past this |
-| `HARD` 0.85 | budget | no worker request of the search or its acceptance runs past this |
+| `TAIL` 0.05-0.15 | budget | kept after the hard deadline for the final timing: `FINAL_MARGIN` x its `FINAL_TIMINGS` pair timings, within these bounds |
+| `SEARCH_GAP` 0.05 | budget | the search proposes no candidate past the hard deadline less this (or less the paired test's reserve, if more) |
 | `ACCEPT_MAX` 0.30 | budget | the most the search leaves for the paired test |
-| `ACCEPT_OF_LEFT` 0.80 | time left before `HARD` | the paired test (the rest: the check's reference) |
+| `ACCEPT_OF_LEFT` 0.80 | time left before the hard deadline | the paired test (the rest: the check's reference) |
 | `CHILD_AUGMENT` 0.20 | search time left | matching the patterns on one searched state |
 | `REGION_PROFILE` 0.35 | search time left | the regional strategy's profile |
 | `SWEEPS` 0.30 | search time left after the profile | the regional strategy's sweeps |
@@ -36,7 +36,7 @@ import math
 import time
 from collections.abc import Iterator
 
-from shlo_env.measure.timing_policy import TimingPolicy, policy_seconds
+from shlo_env.measure.timing_policy import FINAL_TIMINGS, TimingPolicy, policy_seconds
 
 FIXED = 0.40
 ORIGINALS = 0.05
@@ -44,8 +44,10 @@ PAIR = 0.05
 NOISE = 0.10
 AUGMENT = 0.10
 PROFILE = 0.15
-SEARCH_END = 0.80
-HARD = 0.85
+TAIL_MIN = 0.05
+TAIL_MAX = 0.15
+FINAL_MARGIN = 1.5
+SEARCH_GAP = 0.05
 ACCEPT_MAX = 0.30
 ACCEPT_OF_LEFT = 0.80
 RESERVE_MAX = 0.25  # of the budget: kept after the search for confirming and measuring the winner
@@ -103,6 +105,7 @@ class Schedule:
         self.start = time.perf_counter() if start is None else start
         self.compile_s = 0.0  # the original's compile (the probe's time less its call)
         self.call_s = 0.0  # the original's call time: the probe's, then the steady one
+        self.pair_s = 0.0  # one side-by-side timing of two programs, under the pair policy
         self.phases: list[PhaseRecord] = []
         self.candidate_s = 0.0  # seconds the search spent evaluating candidates (region or whole)
 
@@ -155,8 +158,15 @@ class Schedule:
         return self.start + self.total_s
 
     def hard_deadline(self) -> float:
-        """No worker request of the search or of its acceptance runs past this."""
-        return self.start + HARD * self.total_s
+        """No worker request of the search or of its acceptance runs past this: what is left
+        after it is the final timing's (`FINAL_TIMINGS` pair timings), so a fast program's
+        search runs closer to the budget's end than a slow one's."""
+        return self.deadline() - self.tail_s()
+
+    def tail_s(self) -> float:
+        """Seconds kept after the hard deadline for the final timing."""
+        need = FINAL_MARGIN * FINAL_TIMINGS * self.pair_s
+        return min(TAIL_MAX, max(TAIL_MIN, need / self.total_s)) * self.total_s
 
     def fixed_left(self) -> float:
         """Seconds the fixed phases may still take together (`FIXED` of the budget)."""
@@ -175,9 +185,11 @@ class Schedule:
         timed has run before: the original in the probe, a candidate in verification)."""
         call_s = self.call_s
         if not call_s > 0 or policy_seconds(policy, call_s) <= PAIR * self.total_s:
+            self.pair_s = policy_seconds(policy, call_s)
             return policy, ""
         runs = max(2, min(policy.runs, int(PAIR * self.total_s / (2 * call_s))))
         cut = policy.with_(warmup=0, runs=runs, min_seconds=0.0, max_rounds=runs)
+        self.pair_s = policy_seconds(cut, call_s)
         return cut, (f"0 warmup + {runs} timed rounds per pair instead of {policy.warmup} + {policy.runs} "
                      f"(a call takes {call_s:.2f} s)")
 
@@ -233,10 +245,11 @@ class Schedule:
         return min(ACCEPT_MAX * self.total_s, seconds_to_look)
 
     def search_deadline(self, pair_s: float = 0.0, accept_s: float = 0.0) -> float:
-        """The search proposes no candidate past this: `SEARCH_END` of the budget, earlier where
-        confirming (two pair timings of `pair_s`) or the paired test (`accept_s`) need more."""
-        reserve = max(min(RESERVE_MAX * self.total_s, 2.5 * pair_s), accept_s)
-        return min(self.start + SEARCH_END * self.total_s, self.hard_deadline() - reserve)
+        """The search proposes no candidate past this: `SEARCH_GAP` of the budget before the
+        hard deadline, earlier where confirming (two pair timings of `pair_s`) or the paired test
+        (`accept_s`) need more."""
+        reserve = max(SEARCH_GAP * self.total_s, min(RESERVE_MAX * self.total_s, 2.5 * pair_s), accept_s)
+        return self.hard_deadline() - reserve
 
     def accept_allowance(self, setup_s: float = 0.0) -> float:
         """The paired test's seconds, from what is left before the hard deadline."""
