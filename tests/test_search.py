@@ -508,3 +508,17 @@ def test_mcts_stops_once_its_steps_find_no_new_state(multi_program):
     mcts.search(ctx)
     assert not ctx.out_of_time()  # it ended on its own, not at the deadline
     assert mcts.info["stops_deferred"] <= 4 * 2
+
+
+def test_the_open_tail_is_the_searchs_until_a_candidate_beats_the_original(multi_program):
+    ctx, _ = make_ctx(multi_program, budget_s=5.0)
+    now = time.perf_counter()
+    ctx.evaluator.hard_deadline = usual_hard = now + 6.0
+    ctx.open_tail(now + 50.0, now + 55.0)
+    assert not ctx.in_hand() and ctx.time_left() > 40.0  # nothing beats the original: searched on
+    exp = ctx.expand(ctx.root)
+    ctx.evaluate(ctx.child(exp, pick_first_vector(exp.dims)))  # every rewrite: faster (the model)
+    assert ctx.in_hand() and ctx.best.ratio < 1.0
+    assert ctx.time_left() < 5.0  # the usual deadline again, with its time for acceptance
+    ctx.evaluate(ctx.root)
+    assert ctx.evaluator.hard_deadline == usual_hard

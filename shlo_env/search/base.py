@@ -305,6 +305,9 @@ class SearchRun:
     screen: dict | None = None  # its summary, when it tried something
     swept: first_sweeps.FirstSweep | None = None  # the first sweep, once it ran (once per search)
     best: Evaluation | None = None
+    # While nothing beats the original: (search deadline, request deadline) past the usual ones,
+    # and the evaluator's usual request deadline (`SearchContext.open_tail`)
+    open_tail: tuple[float, float, float | None] | None = None
     # Rewrites that paid: label -> the best ratio (child / parent) of a step taking only that
     # rewrite (at one site or all). A child state offers the same rewrite at new sites (the
     # copies of an unrolled loop body), so sweeps try these first (see `SearchContext.sweeps`).
@@ -349,15 +352,30 @@ class SearchContext:
 
     @property
     def deadline(self) -> float:
+        """The search's deadline: the later open one while nothing beats the original."""
+        tail = self.run.open_tail
+        if tail is not None and not self.in_hand():
+            return max(self.run.deadline, tail[0])
         return self.run.deadline
 
     @deadline.setter
     def deadline(self, value: float) -> None:
         self.run.deadline = value
 
+    def open_tail(self, search_until: float, requests_until: float) -> None:
+        """While nothing beats the original, search on until `search_until` and let requests run
+        until `requests_until`: the time kept for confirming and measuring a winner is not needed
+        then. Once a candidate beats the original the usual deadlines hold again."""
+        self.run.open_tail = (search_until, requests_until, self.evaluator.hard_deadline)
+
+    def in_hand(self) -> bool:
+        """A candidate faster than the original (on its timings so far) awaits acceptance."""
+        best = self.best
+        return best.key != self.evaluator.original_key and best.timed and best.ratio < 1.0
+
     # time
     def time_left(self) -> float:
-        return self.run.deadline - time.perf_counter()
+        return self.deadline - time.perf_counter()
 
     def out_of_time(self) -> bool:
         return self.time_left() <= 0
@@ -481,6 +499,9 @@ class SearchContext:
         A state that would become the new best is first timed a second time (`confirm_best`)
         and keeps the slower of its two ratios: among hundreds of noisy measurements the
         fastest one is otherwise often just the luckiest."""
+        tail = self.run.open_tail
+        if tail is not None:
+            self.evaluator.hard_deadline = tail[2] if self.in_hand() else max(tail[1], tail[2] or 0.0)
         ev = self.evaluator.evaluate(state.program, passes=state.actions, hash=state.hash, time_it=time_it)
         if ev.timed and ev.ratio < self.best.ratio:
             if self.settings.confirm_best and not ev.confirmed and not self.out_of_time():

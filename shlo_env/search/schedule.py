@@ -251,6 +251,11 @@ class Schedule:
         reserve = max(SEARCH_GAP * self.total_s, min(RESERVE_MAX * self.total_s, 2.5 * pair_s), accept_s)
         return self.hard_deadline() - reserve
 
+    def open_search_deadline(self) -> float:
+        """While nothing beats the original the search may run to here: the paired test's and
+        the winner's final timings are not needed, only the original's final timing."""
+        return self.deadline() - max(TAIL_MIN * self.total_s, FINAL_MARGIN * self.pair_s)
+
     def accept_allowance(self, setup_s: float = 0.0) -> float:
         """The paired test's seconds, from what is left before the hard deadline."""
         return ACCEPT_OF_LEFT * (self.hard_deadline() - time.perf_counter()) - setup_s
