@@ -45,6 +45,20 @@ def test_a_large_program_is_cut_without_the_profiles_kernels(monkeypatch):
     assert large.info["profile"].startswith("skipped")
 
 
+def test_the_program_search_does_not_profile_a_large_program_searched_regionally():
+    """A BERT train step's profile took 11-12 s of a 60 s budget, its kernels unused there."""
+    from types import SimpleNamespace
+
+    def ctx(ops: int):
+        return SimpleNamespace(original=SimpleNamespace(num_ops=lambda: ops), evaluator=SimpleNamespace(baseline_s=0.01),
+                               time_left=lambda: 30.0)
+
+    assert get_strategy("regional").profile_skip(ctx(300)) == ""
+    assert "allowed" in get_strategy("regional").profile_skip(ctx(4500))
+    assert get_strategy("regional", profile=True).profile_skip(ctx(4500)) == ""
+    assert get_strategy("mcts").profile_skip(ctx(4500)) == ""
+
+
 def test_a_region_win_must_beat_the_regions_own_noise():
     strat = get_strategy("regional", local_gain=0.02)
     region = Region(program=None, sites=(0,), local={0: 0}, labels={0: ("original", "p")}, tiers={0: (0, 0)},

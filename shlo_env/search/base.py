@@ -609,6 +609,11 @@ class Strategy:
         """The measured ratio of a state `begin` returned (1.0 for the root)."""
         return ctx.start_ratio if start.key == ctx.start.key else 1.0
 
+    def profile_skip(self, ctx: SearchContext) -> str:
+        """Why the program search should not profile the original for this strategy ("": it
+        should, when its schedule affords it)."""
+        return ""
+
     def search(self, ctx: SearchContext) -> Evaluation:  # pragma: no cover - abstract
         raise NotImplementedError
 

@@ -61,7 +61,7 @@ from shlo_env.patterns.base import resolve as resolve_patterns
 from shlo_env.rewrite.driver import AugmentStats, augment, list_alternatives
 from shlo_env import logs
 from shlo_env.search import acceptance, attribution, passes as pass_actions, site_heat
-from shlo_env.search.base import Progress, SearchContext, auto_strategy, get_strategy
+from shlo_env.search.base import Progress, SearchContext, Strategy, auto_strategy, get_strategy
 from shlo_env.search.evaluator import Evaluator
 from shlo_env.search.options import SearchOptions
 from shlo_env.search.result import ProgramResult, SearchSummary
@@ -122,7 +122,8 @@ class ProgramSearch:
         self.exits = contextlib.ExitStack()
         self.evaluator: Evaluator = None  # type: ignore[assignment]  # from the originals phase on
         self.ctx: _RecordingContext = None  # type: ignore[assignment]  # from the augment phase on
-        self.root: Any = None  # the root's Expansion, from the search phase on
+        self.root: Any = None  # the root's Expansion, from the profile phase on
+        self.searcher: Strategy | None = None  # the strategy, chosen in the profile phase
         self.best: Any = None  # the strategy's best Evaluation, from the search phase on
         self.accepted = False
         self.site_order = ""
@@ -264,24 +265,39 @@ def augment_original(run: ProgramSearch) -> bool:
 
 
 def profile(run: ProgramSearch) -> bool:
-    """One profile of the original orders its sites by their share of the run time."""
-    if not run.ctx.out_of_time():
+    """One profile of the original orders its sites by their share of the run time, unless
+    the strategy that will search says it costs more than it buys (`Strategy.profile_skip`)."""
+    if run.ctx.out_of_time():
+        return True
+    skip = _searcher(run).profile_skip(run.ctx)
+    if skip:
+        run.schedule.cut("profile", f"sites in static order (for the {run.res.strategy} strategy: {skip})")
+        run.site_order = "static"
+    else:
         run.site_order = measure_sites(run.ctx, run.evaluator.inputs(0), run.schedule)
     return True
+
+
+def _searcher(run: ProgramSearch) -> Strategy:
+    """The strategy that searches (chosen once, from the original's alternatives when 'auto')."""
+    if run.searcher is None:
+        ctx, res, o = run.ctx, run.res, run.options
+        run.root = root = ctx.expand(ctx.root)
+        res.decision_space, res.num_alternatives = root.size, root.num_rewrites
+        chosen = o.strategy if o.strategy != "auto" else auto_strategy(root)
+        res.strategy = chosen if isinstance(chosen, str) else getattr(chosen, "name", str(chosen))
+        run.searcher = get_strategy(chosen, **(o.strategy_options or {}))
+    return run.searcher
 
 
 def search(run: ProgramSearch) -> bool:
     """The strategy, until the search deadline; candidates' requests stop before the time kept
     for confirming the winner (a re-time with its set-up, or the paired test's reserve)."""
-    ctx, s, ev, res, o = run.ctx, run.schedule, run.evaluator, run.res, run.options
+    ctx, s, ev, res = run.ctx, run.schedule, run.evaluator, run.res
     s.record("search").given_s = max(0.0, ctx.deadline - time.perf_counter())
-    run.root = root = ctx.expand(ctx.root)
-    res.decision_space, res.num_alternatives = root.size, root.num_rewrites
-    chosen = o.strategy if o.strategy != "auto" else auto_strategy(root)
-    res.strategy = chosen if isinstance(chosen, str) else getattr(chosen, "name", str(chosen))
+    searcher = _searcher(run)
     if not isinstance(run.progress, Progress):
         ctx.progress.label = f"{res.strategy} {run.name}"
-    searcher = get_strategy(chosen, **(o.strategy_options or {}))
     ev.hard_deadline = s.hard_deadline() - max(run.pair_s() + run.setup_s(), run.accept_reserve_s())
     # while nothing beats the original, the time kept for confirming a winner is the search's
     ctx.open_tail(s.open_search_deadline(), s.open_search_deadline())

@@ -220,18 +220,31 @@ class Regional(Strategy):
 
     # --- 1. where the time is -----------------------------------------------------------------
 
+    def profile_estimate_s(self, ctx: SearchContext) -> float:
+        """One profile's seconds, sized from the program (its ops' compile and a few calls)."""
+        call_s = ctx.evaluator.baseline_s if ctx.evaluator.baseline_s > 0 else 0.0
+        return COMPILE_S_PER_OP * ctx.original.num_ops() + 6 * call_s
+
+    def profile_skip(self, ctx: SearchContext) -> str:
+        """A large program's profile costs what judging a dozen regions does (a BERT train step:
+        11-12 s of a 60 s budget), and its kernels are not used to cut regions there: the sites
+        are judged in static order instead, as before the program search profiled."""
+        if self.profile is not None:
+            return "" if self.profile else "the regional strategy takes no profile"
+        estimate, allowed = self.profile_estimate_s(ctx), Schedule.region_profile_s(ctx.time_left())
+        return f"about {estimate:.1f} s, {allowed:.1f} s allowed" if estimate > allowed else ""
+
     def _profile(self, ctx: SearchContext, aug, program_hash: str) -> Any:
         """One profile of the original's baseline (the one the program search took, if any), or
         None: not affordable, or it failed; then the sites are cut without kernels, ordered by
         the program search's profile when it took one (`_order`)."""
         if self.profile is False:
             return None
-        call_s = ctx.evaluator.baseline_s if ctx.evaluator.baseline_s > 0 else 0.0
         # Sized from the program, even when the program search's profile is at hand: on a
         # large program, regions cut along the profile's kernels (a fusion holds many ops) are
         # large and slow to compile, and fewer sites are judged (a BERT train step: 18 sites,
         # none won, against 24 sites and 3 winners cut without kernels).
-        estimate = COMPILE_S_PER_OP * ctx.original.num_ops() + 6 * call_s
+        estimate = self.profile_estimate_s(ctx)
         self.info["profile_estimate_s"] = round(estimate, 2)
         if self.profile is None and estimate > Schedule.region_profile_s(ctx.time_left()):
             self.info["profile"] = f"skipped: about {estimate:.1f} s of {ctx.time_left():.1f} s left"
