@@ -90,6 +90,28 @@ def test_augment_stops_matching_at_its_deadline_and_says_how_far_it_got():
     assert cut.cut and cut.scanned == 0 and cut.ops == full.ops
 
 
+def test_augment_records_some_matches_when_matching_took_its_deadline(monkeypatch):
+    """A search with no alternatives has nothing to search: the first `MIN_RECORDED` matches
+    are recorded even when finding them took the whole deadline."""
+    from shlo_env.rewrite import driver
+
+    rng = np.random.default_rng(0)
+    A, B = (rng.standard_normal((8, 8)).astype(np.float32) for _ in range(2))
+    program = se.lower(lambda A, B: [(A @ B) @ A for _ in range(200)], A, B)
+    total = len(driver.list_alternatives(driver.augment(program)))
+    assert total > driver.MIN_RECORDED
+    slow = driver._cyclic_groups
+
+    def late(*a):
+        time.sleep(0.3)  # past the deadline below
+        return slow(*a)
+
+    monkeypatch.setattr(driver, "_cyclic_groups", late)
+    stats = driver.AugmentStats()
+    alts = driver.list_alternatives(driver.augment(program, stats=stats, deadline=time.perf_counter() + 0.2))
+    assert 0 < len(alts) <= driver.MIN_RECORDED and stats.unrecorded > 0
+
+
 def _chain(x):
     for _ in range(40):
         x = jnp.tanh(x * 1.0) + 0.0

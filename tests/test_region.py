@@ -443,3 +443,23 @@ def test_a_round_spreads_the_longest_texts_first_over_the_runners():
     jobs = [([], "b" * n, ["a" * n]) for n in (1, 9, 5, 4)]
     owner = region_timing._spread(jobs, 2)
     assert owner == {1: 0, 2: 1, 3: 1, 0: 0}  # 9 | 5, then 4 to the lighter, then 1
+
+
+def test_no_region_request_runs_past_the_searchs_deadline():
+    """A region with a long loop took 44 s of a 60 s budget: each request gets what is left of
+    the deadline as its timeout, and a group not started by then is not judged."""
+    import time
+
+    log: list = []
+    timeouts: list = []
+    main, helper = _Recorder("main", log, 0.2), _Recorder("helper", log, 0.2)
+    run_of = main.run
+    main.run = lambda text, key, *a, timeout_s=None, **k: (timeouts.append(timeout_s), run_of(text, key))[1]
+    jobs = [([], f"before{i}", [f"after{i}"]) for i in range(6)]
+    deadline = time.perf_counter() + 0.3
+    out = region_timing.judge_groups([main, helper], jobs, per_runner=1, deadline=deadline)
+    assert len(out) == 6 and "error" not in out[0][0]  # the first round ran
+    assert all("deadline came first" in recs[0]["error"] for recs in out[2:])
+    assert timeouts and all(t is not None and t <= 0.5 for t in timeouts)  # what is left, 0.5 s at least
+    alone = region_timing.judge_groups([main], jobs[:2], deadline=time.perf_counter() - 1)
+    assert all("deadline came first" in recs[0]["error"] for recs in alone)

@@ -27,7 +27,6 @@ fire once per call, as under `jax.jit`), and `jax.jit(fn)` for any other signatu
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import time
 from collections.abc import Callable, Sequence
@@ -129,9 +128,8 @@ def optimize_effects(fn: Callable, args: Sequence, jitted: Callable, name: str, 
                      progress: bool, *, OptimizedFunction, Report, callable_samples):
     """`optimize` for a function whose program holds host callbacks or tokens (module doc).
     `shlo_env.api.optimize` passes its callable and report classes and its timing of callables."""
-    from shlo_env.execute.worker import shared as shared_worker
+    from shlo_env.api.search_program import search_program
     from shlo_env.search import passes as pass_actions
-    from shlo_env.search.program_search import optimize_program
 
     lowered, module = effects.lower_inlined(fn, *args, name=name)
     leaves = jax.tree_util.tree_leaves(args)
@@ -156,9 +154,9 @@ def optimize_effects(fn: Callable, args: Sequence, jitted: Callable, name: str, 
         specs_in = program.in_specs[:len(leaves)]  # the user's leaves, cast as `lower` casts them (a Python float)
         program.example_args = tuple(np.asarray(x, dtype=s.dtype).reshape(s.shape)
                                      for x, s in zip(leaves, specs_in)) + tuple(extra)
-    with shared_worker(options.timeout_s) as worker:
-        search_options = options.effective() if hasattr(options, "effective") else options  # a mode resolved
-        res = optimize_program(program, search_options, worker=worker, progress=progress)
+    # the one front end (logs, dumps, the progress line); not cached: a hit would need the
+    # callbacks of this process stitched back, and the cut program's extra inputs are random
+    res, _ = search_program(program, options, warm_worker=True, progress=progress)
     report = Report.from_result(
         res, baseline_s=res.baseline.get("full", float("nan")),
         pass_actions=pass_actions.resolve(options.passes) + option_actions.resolve(options.xla_options,

@@ -79,7 +79,8 @@ def _groups(candidates: Sequence[Candidate], inputs) -> list[list[int]]:
 
 
 def judge_group(runner: Runner, inputs: Sequence[np.ndarray], before: str, afters: Sequence[str],
-                timing: TimingPolicy = REGION_TIMING, device_lock: Any = None) -> list[dict]:
+                timing: TimingPolicy = REGION_TIMING, device_lock: Any = None,
+                deadline: float | None = None) -> list[dict]:
     """Compile region-before and each region-after on `runner`, then time them all in one
     interleaved run (before, after 1, ..., after k, before, ...), holding `device_lock` (if
     any) for the timing only. One dict per after: `compile_s` (its compile and first run, the
@@ -88,24 +89,31 @@ def judge_group(runner: Runner, inputs: Sequence[np.ndarray], before: str, after
 
     One run for the group, not one per candidate: each run's warm-up, minimum rounds and
     request cost once per region (most of a small region's judging besides its compiles)."""
-    out = compile_group(runner, inputs, before, afters)
+    out = compile_group(runner, inputs, before, afters, deadline=deadline)
     with device_lock if device_lock is not None else contextlib.nullcontext():
-        time_group(runner, before, afters, out, timing)
+        time_group(runner, before, afters, out, timing, deadline=deadline)
     return out
 
 
+def _timeout(deadline: float | None) -> float | None:
+    """A request's timeout: none without a deadline, else what is left of it (half a second at
+    least; a request is not started past the deadline: `judge_groups`)."""
+    return None if deadline is None else max(0.5, deadline - time.perf_counter())
+
+
 def compile_group(runner: Runner, inputs: Sequence[np.ndarray], before: str, afters: Sequence[str],
-                  key: str = "region") -> list[dict]:
-    """`judge_group`'s first half: the input set (as `key`), then each text compiled and run once."""
+                  key: str = "region", deadline: float | None = None) -> list[dict]:
+    """`judge_group`'s first half: the input set (as `key`), then each text compiled and run
+    once, each request cut at `deadline`."""
     runner.set_inputs(key, list(inputs))
     t0 = time.perf_counter()
-    runner.run(before, key)
+    runner.run(before, key, timeout_s=_timeout(deadline))
     base_s = time.perf_counter() - t0
     out: list[dict] = []
     for text in afters:
         t = time.perf_counter()
         try:
-            runner.run(text, key)
+            runner.run(text, key, timeout_s=_timeout(deadline))
             out.append({"compile_s": base_s + time.perf_counter() - t})
         except CandidateError as e:
             out.append({"error": f"{type(e).__name__}: {e}"})
@@ -113,11 +121,11 @@ def compile_group(runner: Runner, inputs: Sequence[np.ndarray], before: str, aft
 
 
 def time_group(runner: Runner, before: str, afters: Sequence[str], out: list[dict],
-               timing: TimingPolicy = REGION_TIMING, key: str = "region") -> None:
+               timing: TimingPolicy = REGION_TIMING, key: str = "region", deadline: float | None = None) -> None:
     """`judge_group`'s second half: the compiled texts timed in one interleaved run, into `out`."""
     ok = [k for k, rec in enumerate(out) if "error" not in rec]
     if ok:
-        tb, *tas = runner.time([before] + [afters[k] for k in ok], key, timing)
+        tb, *tas = runner.time([before] + [afters[k] for k in ok], key, timing, timeout_s=_timeout(deadline))
         for k, ta in zip(ok, tas):
             out[k].update(before=(tb.full, list(tb.samples)), after=(ta.full, list(ta.samples)))
 
@@ -133,7 +141,7 @@ JUDGING_ERRORS = (CandidateError, RegionError, ValueError)  # what fails one gro
 
 
 def judge_groups(runners: Sequence[Runner], jobs: Sequence[Job], timing: TimingPolicy = REGION_TIMING,
-                 per_runner: int = COMPILES_PER_ROUND) -> list[list[dict]]:
+                 per_runner: int = COMPILES_PER_ROUND, deadline: float | None = None) -> list[list[dict]]:
     """`judge_group` for several regions' groups, compiled on several runners at once.
 
     In rounds of `per_runner` groups per runner: each runner (a separate process, so a core of
@@ -143,11 +151,12 @@ def judge_groups(runners: Sequence[Runner], jobs: Sequence[Job], timing: TimingP
     helper's timing also holds the first runner's turn (`Worker.turn`): another thread's
     request to it, e.g. the float64 references computed ahead, never overlaps it. A group
     whose before fails gets an error record for each of its afters. One runner: `judge_group`
-    on each group in turn."""
+    on each group in turn. No request runs past `deadline` (a region with a long loop can take
+    longer than the search has left); a group not started by then gets error records."""
     import concurrent.futures as cf
 
     if len(runners) == 1:
-        return [_judged(runners[0], job, timing) for job in jobs]
+        return [_judged(runners[0], job, timing, deadline) for job in jobs]
     results: list[list[dict]] = []
     hold = getattr(runners[0], "turn", None)
     pool = cf.ThreadPoolExecutor(max_workers=len(runners), thread_name_prefix="region-compile")
@@ -156,8 +165,11 @@ def judge_groups(runners: Sequence[Runner], jobs: Sequence[Job], timing: TimingP
         size = len(runners) * per_runner
         for i in range(0, len(jobs), size):
             chunk = list(jobs[i:i + size])
+            if _past(deadline):
+                results.extend(_failed(_LATE, len(afters)) for _, _, afters in chunk)
+                continue
             owner = _spread(chunk, len(runners))
-            futures = [pool.submit(_compile_share, runners[n], chunk, [k for k in owner if owner[k] == n])
+            futures = [pool.submit(_compile_share, runners[n], chunk, [k for k in owner if owner[k] == n], deadline)
                        for n in range(len(runners))]
             cf.wait(futures)  # every compile of the round has ended before any timing starts
             compiled = {k: out for f in futures for k, out in f.result().items()}
@@ -167,7 +179,7 @@ def judge_groups(runners: Sequence[Runner], jobs: Sequence[Job], timing: TimingP
                     if isinstance(out, Exception):
                         raise out
                     with hold() if hold is not None and owner[k] else contextlib.nullcontext():
-                        time_group(r, before, afters, out, timing, f"region.{k}")
+                        time_group(r, before, afters, out, timing, f"region.{k}", deadline)
                 except JUDGING_ERRORS as e:
                     out = _failed(e, len(afters))
                 results.append(out)
@@ -182,12 +194,21 @@ def judge_groups(runners: Sequence[Runner], jobs: Sequence[Job], timing: TimingP
     return results
 
 
-def _judged(runner: Runner, job: Job, timing: TimingPolicy) -> list[dict]:
+def _judged(runner: Runner, job: Job, timing: TimingPolicy, deadline: float | None = None) -> list[dict]:
     inputs, before, afters = job
+    if _past(deadline):
+        return _failed(_LATE, len(afters))
     try:
-        return judge_group(runner, inputs, before, afters, timing)
+        return judge_group(runner, inputs, before, afters, timing, deadline=deadline)
     except JUDGING_ERRORS as e:
         return _failed(e, len(afters))
+
+
+_LATE = RegionError("not judged: the search's deadline came first")
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() >= deadline
 
 
 def _failed(e: Exception, n: int) -> list[dict]:
@@ -206,13 +227,14 @@ def _spread(jobs: Sequence[Job], n: int) -> dict[int, int]:
     return owner
 
 
-def _compile_share(runner: Runner, chunk: Sequence[Job], ks: Sequence[int]) -> dict[int, list[dict] | Exception]:
+def _compile_share(runner: Runner, chunk: Sequence[Job], ks: Sequence[int],
+                   deadline: float | None = None) -> dict[int, list[dict] | Exception]:
     """Compile the groups `ks` of `chunk` on `runner`, one after another (a thread's work)."""
     out: dict[int, list[dict] | Exception] = {}
     for k in ks:
         inputs, before, afters = chunk[k]
         try:
-            out[k] = compile_group(runner, inputs, before, afters, f"region.{k}")
+            out[k] = compile_group(runner, inputs, before, afters, f"region.{k}", deadline)
         except JUDGING_ERRORS as e:
             out[k] = e
     return out
@@ -236,14 +258,16 @@ def _group_texts(candidates: Sequence[Candidate], group: list[int]) -> tuple[str
 
 def evaluate_regions(runner: Runner, candidates: Sequence[Candidate],
                      inputs: Sequence[Sequence[np.ndarray]] | None = None,
-                     timing: TimingPolicy = REGION_TIMING, helpers: Sequence[Runner] = ()) -> list[RegionResult]:
+                     timing: TimingPolicy = REGION_TIMING, helpers: Sequence[Runner] = (),
+                     deadline: float | None = None) -> list[RegionResult]:
     """Compile and time region-before against region-after for each candidate on `runner`;
     the consecutive candidates of one region on the same inputs together (`judge_group`).
     With `helpers` (runners in other processes), that many more regions compile at once
     (`judge_groups`); timings stay one at a time.
 
     `inputs[i]` are candidate i's region inputs (e.g. from `boundary_inputs`); default random.
-    A candidate that fails gets a result with `error` set and NaN ratios."""
+    A candidate that fails gets a result with `error` set and NaN ratios; so does one whose
+    requests would run past `deadline` (a `time.perf_counter()` value)."""
     results = [RegionResult(c) for c in candidates]
     jobs, judged = [], []
     for group in _groups(candidates, inputs):
@@ -254,7 +278,7 @@ def evaluate_regions(runner: Runner, candidates: Sequence[Candidate],
         except (RegionError, ValueError) as e:
             for i in group:
                 _fill(results[i], {"error": f"{type(e).__name__}: {e}"})
-    for group, recs in zip(judged, judge_groups([runner, *helpers], jobs, timing)):
+    for group, recs in zip(judged, judge_groups([runner, *helpers], jobs, timing, deadline=deadline)):
         for i, rec in zip(group, recs):
             _fill(results[i], rec)
     return results

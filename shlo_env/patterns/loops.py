@@ -68,6 +68,12 @@ def _only_use(value: ir.Value) -> ir.Operation | None:
     return as_operation(found[0]) if len(found) == 1 else None
 
 
+def _same(a: ir.Operation | None, b: ir.Operation | None) -> bool:
+    """Both ops and the same one (the bindings' `==` raises on None: a body that returns a
+    block argument as it is has no owning op there)."""
+    return a is not None and b is not None and a == b
+
+
 def _accumulators(body: FlatBody, cond_uses: set[int]) -> list[_Accumulator]:
     """The carried values the body only ever adds a dot product to (a scan's weight gradient:
     acc' = acc + dot(x_t, g_t), or its transpose)."""
@@ -75,9 +81,9 @@ def _accumulators(body: FlatBody, cond_uses: set[int]) -> list[_Accumulator]:
     terminator_op = as_operation(terminator(body.block))
     for k, (arg, res) in enumerate(zip(body.args, body.results)):
         add = _only_use(arg)
-        if k in cond_uses or add is None or add.name != "stablehlo.add" or as_operation(res.owner) != add:
+        if k in cond_uses or add is None or add.name != "stablehlo.add" or not _same(as_operation(res.owner), add):
             continue
-        if _only_use(add.result) != terminator_op or not is_float(arg.type):
+        if not _same(_only_use(add.result), terminator_op) or not is_float(arg.type):
             continue
         term = add.operands[1] if add.operands[0] == arg else add.operands[0]
         transpose = producer(term, "stablehlo.transpose")

@@ -368,6 +368,14 @@ class SearchContext:
         then. Once a candidate beats the original the usual deadlines hold again."""
         self.run.open_tail = (search_until, requests_until, self.evaluator.hard_deadline)
 
+    def request_deadline(self) -> float | None:
+        """No worker request of the search runs past this (the evaluator's hard deadline, the
+        open tail's while nothing beats the original); sets the evaluator's to it."""
+        tail = self.run.open_tail
+        if tail is not None:
+            self.evaluator.hard_deadline = tail[2] if self.in_hand() else max(tail[1], tail[2] or 0.0)
+        return self.evaluator.hard_deadline
+
     def in_hand(self) -> bool:
         """A candidate faster than the original (on its timings so far) awaits acceptance."""
         best = self.best
@@ -499,9 +507,7 @@ class SearchContext:
         A state that would become the new best is first timed a second time (`confirm_best`)
         and keeps the slower of its two ratios: among hundreds of noisy measurements the
         fastest one is otherwise often just the luckiest."""
-        tail = self.run.open_tail
-        if tail is not None:
-            self.evaluator.hard_deadline = tail[2] if self.in_hand() else max(tail[1], tail[2] or 0.0)
+        self.request_deadline()
         ev = self.evaluator.evaluate(state.program, passes=state.actions, hash=state.hash, time_it=time_it)
         if ev.timed and ev.ratio < self.best.ratio:
             if self.settings.confirm_best and not ev.confirmed and not self.out_of_time():

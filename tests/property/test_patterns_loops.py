@@ -237,3 +237,4 @@ def test_dead_carry_found_and_effectful_loops_left_alone():
 def test_exact_when_compiled_by_xla(pattern):
     """EXACT is a promise about what XLA runs: bitwise equal when both programs are compiled."""
     check_pattern(pattern, programs(CASES[pattern]), max_examples=8, backend="xla")
+
