@@ -514,7 +514,7 @@ def test_the_open_tail_is_the_searchs_until_a_candidate_beats_the_original(multi
     ctx, _ = make_ctx(multi_program, budget_s=5.0)
     now = time.perf_counter()
     ctx.evaluator.hard_deadline = usual_hard = now + 6.0
-    ctx.open_tail(now + 50.0, now + 55.0)
+    ctx.open_tail(now + 50.0)
     assert not ctx.in_hand() and ctx.time_left() > 40.0  # nothing beats the original: searched on
     exp = ctx.expand(ctx.root)
     ctx.evaluate(ctx.child(exp, pick_first_vector(exp.dims)))  # every rewrite: faster (the model)

@@ -34,6 +34,7 @@ import random
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 from shlo_env.execute import xla_options
 from shlo_env.rewrite.decisions import pick_first
@@ -292,6 +293,14 @@ class SearchCaches:
         self.apply_failures = 0
 
 
+class OpenTail(NamedTuple):
+    """`SearchContext.open_tail`: the search and its requests may run `until` while nothing
+    beats the original; `usual_requests` is the evaluator's request deadline otherwise."""
+
+    until: float
+    usual_requests: float | None
+
+
 @dataclasses.dataclass
 class SearchRun:
     """One search's own state. Only `SearchContext`'s methods write it."""
@@ -305,9 +314,7 @@ class SearchRun:
     screen: dict | None = None  # its summary, when it tried something
     swept: first_sweeps.FirstSweep | None = None  # the first sweep, once it ran (once per search)
     best: Evaluation | None = None
-    # While nothing beats the original: (search deadline, request deadline) past the usual ones,
-    # and the evaluator's usual request deadline (`SearchContext.open_tail`)
-    open_tail: tuple[float, float, float | None] | None = None
+    open_tail: OpenTail | None = None  # the deadlines while nothing beats the original
     # Rewrites that paid: label -> the best ratio (child / parent) of a step taking only that
     # rewrite (at one site or all). A child state offers the same rewrite at new sites (the
     # copies of an unrolled loop body), so sweeps try these first (see `SearchContext.sweeps`).
@@ -355,25 +362,26 @@ class SearchContext:
         """The search's deadline: the later open one while nothing beats the original."""
         tail = self.run.open_tail
         if tail is not None and not self.in_hand():
-            return max(self.run.deadline, tail[0])
+            return max(self.run.deadline, tail.until)
         return self.run.deadline
 
     @deadline.setter
     def deadline(self, value: float) -> None:
         self.run.deadline = value
 
-    def open_tail(self, search_until: float, requests_until: float) -> None:
-        """While nothing beats the original, search on until `search_until` and let requests run
-        until `requests_until`: the time kept for confirming and measuring a winner is not needed
-        then. Once a candidate beats the original the usual deadlines hold again."""
-        self.run.open_tail = (search_until, requests_until, self.evaluator.hard_deadline)
+    def open_tail(self, until: float) -> None:
+        """While nothing beats the original, search on and let requests run until `until`: the
+        time kept for confirming and measuring a winner is not needed then. Once a candidate
+        beats the original the usual deadlines hold again."""
+        self.run.open_tail = OpenTail(until, self.evaluator.hard_deadline)
 
     def request_deadline(self) -> float | None:
         """No worker request of the search runs past this (the evaluator's hard deadline, the
         open tail's while nothing beats the original); sets the evaluator's to it."""
         tail = self.run.open_tail
         if tail is not None:
-            self.evaluator.hard_deadline = tail[2] if self.in_hand() else max(tail[1], tail[2] or 0.0)
+            usual = tail.usual_requests
+            self.evaluator.hard_deadline = usual if self.in_hand() else max(tail.until, usual or 0.0)
         return self.evaluator.hard_deadline
 
     def in_hand(self) -> bool:

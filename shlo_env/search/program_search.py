@@ -300,7 +300,7 @@ def search(run: ProgramSearch) -> bool:
         ctx.progress.label = f"{res.strategy} {run.name}"
     ev.hard_deadline = s.hard_deadline() - max(run.pair_s() + run.setup_s(), run.accept_reserve_s())
     # while nothing beats the original, the time kept for confirming a winner is the search's
-    ctx.open_tail(s.open_search_deadline(), s.open_search_deadline())
+    ctx.open_tail(s.open_search_deadline())
     t = time.perf_counter()
     try:
         run.best = best = searcher.search(ctx)

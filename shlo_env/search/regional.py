@@ -246,8 +246,9 @@ class Regional(Strategy):
         # none won, against 24 sites and 3 winners cut without kernels).
         estimate = self.profile_estimate_s(ctx)
         self.info["profile_estimate_s"] = round(estimate, 2)
-        if self.profile is None and estimate > Schedule.region_profile_s(ctx.time_left()):
-            self.info["profile"] = f"skipped: about {estimate:.1f} s of {ctx.time_left():.1f} s left"
+        skip = self.profile_skip(ctx)
+        if skip:
+            self.info["profile"] = f"skipped: {skip}"
             return None
         taken = getattr(ctx.caches, "profiles", {}).get(program_hash)
         if taken is not None:
