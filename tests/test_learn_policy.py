@@ -1,11 +1,18 @@
 """The learned policy example: REINFORCE on the gym env runs, stays finite, reports all agents."""
 
+import importlib.util
 import math
 
 import jax
 import numpy as np
+import pytest
 
 from shlo_env.learn import policy
+
+# The training run and the split read programs through the gym env (the `gym` extra; `.ci/run`
+# installs it, the README's test command alone does not).
+needs_gym = pytest.mark.skipif(importlib.util.find_spec("gymnasium") is None,
+                               reason="the gym extra is not installed (pip install 'shlo_env[gym]')")
 
 
 def test_policy_respects_the_action_mask():
@@ -22,6 +29,7 @@ def test_policy_respects_the_action_mask():
     assert float(lp0) == float(lp)
 
 
+@needs_gym
 def test_tiny_training_run_is_finite_and_reports_all_three_agents():
     out = policy.experiment(train_programs=3, eval_programs=2, updates=2, episodes_per_update=2, max_steps=2,
                             seeds=[0], eval_seeds=[0], log=lambda m: None)
@@ -34,6 +42,7 @@ def test_tiny_training_run_is_finite_and_reports_all_three_agents():
         assert a["episodes"] == 2 and math.isfinite(a["mean_return"])
 
 
+@needs_gym
 def test_held_out_programs_share_no_source_with_training():
     from shlo_env import corpus
     from shlo_env.research.gym_env import program_sources
