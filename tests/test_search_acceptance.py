@@ -128,6 +128,31 @@ def test_a_paired_test_cut_by_the_budget_leaves_the_decision_to_the_searchs_two_
     assert res.reason.startswith("best candidate could not be timed again (timeout") and "timed once" in res.reason
 
 
+def test_no_allowance_for_the_paired_test_leaves_the_decision_to_the_searchs_two_timings():
+    # kalman_filter_loglik_grad: an option confirmed at 0.860 (two timings) was returned as
+    # jax.jit because the last candidate left no allowance for the paired test
+    import types
+
+    from shlo_env.search import acceptance as runner
+
+    class NeverAsked:
+        original_key = "original"
+
+        def paired_test(self, best, allowance_s, test):
+            raise AssertionError("no paired test without an allowance")
+
+    def best(ratio, confirmed):
+        return types.SimpleNamespace(key="best", ok=True, ratio=ratio, median_ratio=ratio, confirmed=confirmed)
+
+    res = runner.ProgramResult(name="p", strategy="mcts", noise=0.02)
+    assert runner.decide(res, NeverAsked(), best(0.86, True), 4, 0.98, True, min_gain=0.02, allowance_s=0.0)
+    assert "two timings" in res.acceptance
+    for b in (best(0.86, False), best(0.97, True)):  # timed once; inside twice the noise
+        res = runner.ProgramResult(name="p", strategy="mcts", noise=0.02)
+        assert not runner.decide(res, NeverAsked(), b, 4, 0.98, True, min_gain=0.02, allowance_s=-1.0)
+        assert res.reason.startswith("no time left to confirm")
+
+
 @pytest.mark.parametrize("slower_looks", [1, 2])
 def test_the_final_ratio_is_the_median_of_three_timings(worker, monkeypatch, slower_looks):
     """A returned rewrite is timed three times side by side; the reported ratio is the median

@@ -107,6 +107,43 @@ def test_sweeps_take_one_rewrite_at_every_site_hottest_first():
     assert list(sweep_vectors(dims, [0.0, 0.0, 5.0, 0.0, 0.0]))[0] == [2, 0, 1, 0, 0]
 
 
+def test_sweeps_of_other_sites_come_before_other_rewrites_of_the_same_sites():
+    # kalman_filter_loglik_grad: unroll 2x, 4x, 8x and hoist, all at the two hot loops, took the
+    # first sweeps; small_dot_to_reduce at 37 cooler sites (0.43 alone) came fifth
+    from shlo_env.search.base import Dim, new_sites_first, sweep_vectors
+
+    dims = [Dim("rewrite", ("original", "unroll2", "unroll4", "hoist"), 0),
+            Dim("rewrite", ("original", "unroll2", "unroll4", "hoist"), 1),
+            Dim("rewrite", ("original", "dot"), 2), Dim("rewrite", ("original", "dot"), 3)]
+    hot = list(sweep_vectors(dims, [5.0, 5.0, 1.0, 1.0]))
+    assert hot[:3] == [[1, 1, 0, 0], [2, 2, 0, 0], [3, 3, 0, 0]]
+    assert new_sites_first(hot) == [[1, 1, 0, 0], [0, 0, 1, 1], [2, 2, 0, 0], [3, 3, 0, 0]]
+
+
+def test_no_new_candidate_starts_that_would_run_past_the_hard_deadline():
+    """A candidate cut at the hard deadline kills the worker, and every later request pays its
+    restart: one that cannot end in time (as long as candidates lately took) is not started."""
+    import time
+
+    from shlo_env.search.evaluator import FailureKind
+
+    program = se.lower(three_sites, *[RNG.standard_normal(s).astype(np.float32) for s in [(64,), (32, 32)]])
+    ctx, worker = make_ctx(program, patterns=PATTERNS)
+    exp = ctx.expand(ctx.root)
+    children = [c for c in (ctx.child(exp, v) for v in ctx.singles(exp)) if c is not None]
+    assert len(children) >= 3
+    ev = ctx.evaluator
+    ev._fresh_s[:] = [4.0, 4.0]  # as if each candidate took 4 s
+    ev.hard_deadline = time.perf_counter() + 2.0
+    assert ctx.out_of_time() and not ev.room_for_one()
+    late = ev.evaluate(children[0].program, hash=children[0].hash)
+    assert late.failure is FailureKind.BUDGET and "takes about 4.0 s" in late.detail
+    assert late.key not in ev.cache and ev.untimed().get("budget") == 1
+    ev.hard_deadline = time.perf_counter() + 60.0
+    assert not ctx.out_of_time()
+    assert ev.evaluate(children[0].program, hash=children[0].hash).ok  # in time now: evaluated
+
+
 def test_beam_children_include_a_sweep_of_all_sites():
     program = se.lower(three_sites, *[RNG.standard_normal(s).astype(np.float32) for s in [(64,), (32, 32)]])
     ctx, _ = make_ctx(program, patterns=PATTERNS)

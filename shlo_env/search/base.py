@@ -172,6 +172,20 @@ def sweep_vectors(dims: Sequence[Dim], weights: Sequence[float] | None = None) -
         yield vec
 
 
+def new_sites_first(vecs: Sequence[list[int]]) -> list[list[int]]:
+    """The vectors in their order, but each one that takes exactly the sites of an earlier one
+    after all the others: another rewrite of the same ops (unroll a loop 2x, 4x, 8x, hoist from
+    it) waits until every other set of sites had its turn. A first few sweeps then try
+    different rewrites, not three variants of the hottest one."""
+    seen: set[frozenset[int]] = set()
+    first, later = [], []
+    for vec in vecs:
+        at = frozenset(i for i, c in enumerate(vec) if c)
+        (later if at in seen else first).append(vec)
+        seen.add(at)
+    return first + later
+
+
 def all_vectors(dims: Sequence[Dim]) -> Iterator[list[int]]:
     """Every decision vector except the stop vector."""
     for vec in itertools.product(*[range(d.num_choices) for d in dims]):
@@ -394,7 +408,11 @@ class SearchContext:
         return self.deadline - time.perf_counter()
 
     def out_of_time(self) -> bool:
-        return self.time_left() <= 0
+        """The deadline came, or a new whole candidate would not end before the request deadline."""
+        if self.time_left() <= 0:
+            return True
+        self.request_deadline()
+        return not self.evaluator.room_for_one()
 
     # actions
     def expand(self, state: State) -> Expansion:
@@ -471,7 +489,7 @@ class SearchContext:
         def paid(vec: list[int]) -> float:
             return self.run.paid.get(sweep_label(exp, vec), math.inf)
 
-        return iter(sorted(vecs, key=paid))  # stable: unpaid keep the heat order
+        return iter(sorted(new_sites_first(vecs), key=paid))  # stable: unpaid keep that order
 
     def child(self, exp: Expansion, decisions: Sequence[int]) -> State | None:
         """The state a decision vector leads to (None if the rewrite cannot be applied).

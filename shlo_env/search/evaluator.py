@@ -255,6 +255,7 @@ class Evaluator:
         self.stats = EvaluatorStats()
         self.cache: dict[str, Evaluation] = {}
         self._abandoned: set[str] = set()  # state keys whose verification the hard deadline cut
+        self._fresh_s: list[float] = []  # seconds each new state's verification and timing took
         self.costs: dict[str, dict] = {}
         self.exe_features: dict[str, Any] = {}  # state key -> hlo_features vector (or None)
         self.reuse_executables = reuse_executables
@@ -354,6 +355,14 @@ class Evaluator:
             self.stats.cache_hits += 1
             return cached
         t0 = time.perf_counter()
+        if cached is None and not self.room_for_one():
+            # not started: cut at the hard deadline it would be, and the worker killed with it
+            ev = Evaluation(h, program, Status.REJECTED, actions)
+            ev.reject(FailureKind.BUDGET, f"a new candidate takes about {self.candidate_s():.1f} s, "
+                                          f"{self.hard_deadline - t0:.1f} s are left")
+            self._abandoned.add(key)
+            return ev
+        fresh = cached is None
         if cached is None:
             self.stats.evaluated += 1
             cached = self._verify(h, program, actions)
@@ -367,7 +376,19 @@ class Evaluator:
         elif cached.ok and not cached.timed and not time_it and not cached.untimed:
             cached.verified_untimed("not asked: verified only (the strategy did not ask for a timing)")
         self.stats.seconds += time.perf_counter() - t0
+        if fresh and cached.ok and cached.timed:
+            self._fresh_s.append(time.perf_counter() - t0)
         return cached
+
+    def candidate_s(self) -> float:
+        """What a new candidate's verification and timing took lately (the median of the last
+        five; 0 before two were timed)."""
+        recent = self._fresh_s[-5:]
+        return float(np.median(recent)) if len(recent) >= 2 else 0.0
+
+    def room_for_one(self) -> bool:
+        """Whether a new candidate can end before the hard deadline, as long as they lately took."""
+        return self.hard_deadline is None or time.perf_counter() + self.candidate_s() < self.hard_deadline
 
     def untimed(self) -> dict[str, int]:
         """How many states got no timing, by why: "budget" (the hard deadline came during their
