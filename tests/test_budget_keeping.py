@@ -137,3 +137,34 @@ def test_a_searched_states_augment_has_a_deadline(monkeypatch):
         ctx = base.SearchContext(program, resolve(None), ev, deadline=time.perf_counter() + 60)
         cut = ctx.expand(base.State.of(other))
         assert ctx.caches.augments_cut == 1 and cut.num_rewrites < full.num_rewrites
+
+
+def test_no_cost_analysis_once_the_budget_is_spent():
+    """jaxmd_soft_sphere_nvt_sparse: the cost analysis compiled past the budget's end, each
+    compile cut at once and the worker restarted: 6 s over a budget of 60."""
+    import types
+
+    from shlo_env.search import program_search
+    from shlo_env.search.result import ProgramResult
+
+    class CountingEvaluator:
+        costed = 0
+
+        def cost(self, program, passes):
+            self.costed += 1
+            return {"flops": 1.0, "bytes": 1.0}
+
+    def run_at(plan):
+        return types.SimpleNamespace(res=ProgramResult(name="p", strategy="mcts"), options=SearchOptions(),
+                                     schedule=plan, evaluator=CountingEvaluator(), accepted=False, program=None,
+                                     name="p")
+
+    spent = Schedule(10.0)
+    spent.start -= 11.0
+    late = run_at(spent)
+    assert program_search.cost(late)
+    assert late.evaluator.costed == 0 and late.res.cost_original == {}
+    assert any(c.startswith("cost: the budget was spent") for c in spent.cuts())
+    in_time = run_at(Schedule(10.0))
+    assert program_search.cost(in_time)
+    assert in_time.evaluator.costed == 1 and in_time.res.cost_original == {"flops": 1.0, "bytes": 1.0}

@@ -388,7 +388,10 @@ def cost(run: ProgramSearch) -> bool:
     each rewrite taken contributed and where the original's time goes, as the search measured
     them (`shlo_env.search.attribution`: read from its caches, nothing timed again)."""
     res = run.res
-    if run.options.cost:
+    if run.options.cost and time.perf_counter() >= run.schedule.deadline():
+        # its compiles would be cut at once, and each cut restarts the worker: seconds past the budget
+        run.schedule.cut("cost", "the budget was spent: no cost analysis")
+    elif run.options.cost:
         res.cost_original = _cost(run.evaluator, run.program, ())
         res.cost_best = (res.cost_original if not run.accepted
                          else _cost(run.evaluator, run.best.program, run.best.passes))
