@@ -480,7 +480,8 @@ class SearchContext:
         """Each rewrite taken at all its sites at once (`sweep_vectors`): those that paid at an
         earlier step first (`paid`, best first), then the hottest when `hot_first` (by measured
         bound, summed over the sites, when the state was profiled: a sweep below
-        `site_heat.NEGLIGIBLE_TIME_FRACTION` is skipped), else in program order."""
+        `site_heat.NEGLIGIBLE_TIME_FRACTION` is skipped), else in program order; other
+        rewrites of sites an earlier sweep took wait (`new_sites_first`)."""
         bounds = self.measured(exp) if hot_first else None
         vecs = list(sweep_vectors(exp.dims, (bounds or self.heat(exp)) if hot_first else None))
         if bounds is not None:
