@@ -168,3 +168,23 @@ def test_no_cost_analysis_once_the_budget_is_spent():
     in_time = run_at(Schedule(10.0))
     assert program_search.cost(in_time)
     assert in_time.evaluator.costed == 1 and in_time.res.cost_original == {"flops": 1.0, "bytes": 1.0}
+
+
+def test_without_final_timings_the_report_gives_the_winners_own_pair():
+    """pde_gray_scott_fori: with its final timing failed, the report showed the original at
+    19.8 ms (its best time of the search) and the winner at 27.8 ms (its own pair, on a busier
+    moment) beside a ratio of 0.930: the two times now come from the pair the ratio does."""
+    import types
+
+    from shlo_env.search import program_search
+    from shlo_env.search.result import ProgramResult
+
+    best = types.SimpleNamespace(baseline_s=0.0299, time_s=0.0278, ratio=0.930)
+    run = types.SimpleNamespace(res=ProgramResult(name="p", strategy="mcts"), schedule=Schedule(10.0),
+                                evaluator=types.SimpleNamespace(baseline_s=0.0198, hard_deadline=None),
+                                options=SearchOptions(final_timing=False), best=best, accepted=True)
+    assert program_search.final(run)
+    assert run.res.baseline["full"] == 0.0299 and run.res.best["full"] == 0.0278 and run.res.ratio == 0.930
+    run.accepted, run.res = False, ProgramResult(name="p", strategy="mcts")
+    assert program_search.final(run)
+    assert run.res.baseline["full"] == 0.0198 and not run.res.best

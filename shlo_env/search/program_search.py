@@ -375,11 +375,14 @@ def final(run: ProgramSearch) -> bool:
             kept = acceptance.final_measurement(res, ev, run.worker, best if run.accepted else None, run.program,
                                                 max(0.5, s.left()))
             run.accepted = run.accepted and kept
-    if not res.baseline:
-        res.baseline = {"full": ev.baseline_s, "async": None, "compute": None, "runs": None}
     if run.accepted and not res.best:
+        # the search's own pair: its two times and its ratio come from one side-by-side timing
+        pair_base = best.baseline_s if math.isfinite(best.baseline_s) else ev.baseline_s
+        res.baseline = {"full": pair_base, "async": None, "compute": None, "runs": None}
         res.best = {"full": best.time_s, "async": None, "compute": None, "runs": None}
         res.ratio = best.ratio
+    if not res.baseline:
+        res.baseline = {"full": ev.baseline_s, "async": None, "compute": None, "runs": None}
     return True
 
 
