@@ -178,7 +178,8 @@ def new_sites_first(vecs: Sequence[list[int]]) -> list[list[int]]:
     it) waits until every other set of sites had its turn. A first few sweeps then try
     different rewrites, not three variants of the hottest one."""
     seen: set[frozenset[int]] = set()
-    first, later = [], []
+    first: list[list[int]] = []
+    later: list[list[int]] = []
     for vec in vecs:
         at = frozenset(i for i, c in enumerate(vec) if c)
         (later if at in seen else first).append(vec)

@@ -355,7 +355,7 @@ class Evaluator:
             self.stats.cache_hits += 1
             return cached
         t0 = time.perf_counter()
-        if cached is None and not self.room_for_one():
+        if cached is None and self.hard_deadline is not None and not self.room_for_one():
             # not started: cut at the hard deadline it would be, and the worker killed with it
             ev = Evaluation(h, program, Status.REJECTED, actions)
             ev.reject(FailureKind.BUDGET, f"a new candidate takes about {self.candidate_s():.1f} s, "
