@@ -5,6 +5,7 @@
     python benchmarks/vs_enzyme.py --programs llama_fwd,llama_rev --budget 60 --repeats 3
     python benchmarks/vs_enzyme.py --programs bvx --budget 10        # the small programs of bench_vs_xla.py
     python benchmarks/vs_enzyme.py --programs none --dataset zoo --limit 3 --budget 60   # our zoo (or corpus)
+    python benchmarks/vs_enzyme.py --programs none --dataset zoo --limit 27 --no-search-on-enzyme  # C, not D
 
 For each program, four variants of one StableHLO module:
 
@@ -25,7 +26,9 @@ A', then B, C, D, A', A, ...: the order rotates every round), `--repeats` times;
 gives T(X)/T(A) with T the 10th percentile of X's calls. A' is A's executable once more: its
 ratio is the loop's own noise (an A/A control). The table shows the median ratio over the
 repeats and its range, the op counts of each variant, and the load average before and after
-timing (on shared cores: read the ratios with it and with the control).
+timing (on shared cores: read the ratios with it and with the control). Below it, the set's
+figures: geomeans of B, C and C/B, and how often B and C are faster or slower than A beyond the
+control's spread in the same loop.
 
 `--save DIR` writes every variant's module (and the search's XLA actions) to DIR; `--retime DIR`
 checks and times those again without running the pipeline or the search (a quieter moment,
@@ -277,7 +280,8 @@ def bench_program(name: str, program, inputs: list, reproduces: str, args, worke
     if args.retime:
         _load_saved(Path(args.retime), name, program, variants, rec)
     elif not args.no_search:
-        for label, base in (("shlo_env", program), ("enzyme+shlo_env", enzyme_prog)):
+        searched = (("shlo_env", program),) + (() if args.no_search_on_enzyme else (("enzyme+shlo_env", enzyme_prog),))
+        for label, base in searched:
             if base is None:
                 rec["variants"][label] = {"error": "no enzyme output"}
                 continue
@@ -407,6 +411,38 @@ def table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _beyond_noise(r: dict, label: str) -> int:
+    """+1 when `label`'s ratio is above 1 by more than the A/A control's spread in its loop, -1
+    below, 0 within it."""
+    v, c = r["variants"].get(label, {}).get("ratios"), r["variants"].get(CONTROL, {}).get("ratios")
+    if not v or not c:
+        return 0
+    med, (cm, lo, hi) = summarize(v)[0], summarize(c)
+    spread = max(abs(hi - 1.0), abs(lo - 1.0), abs(cm - 1.0))
+    return 1 if med > 1.0 + spread else -1 if med < 1.0 - spread else 0
+
+
+def summary(records: list[dict]) -> list[str]:
+    """The set's figures: geomeans of Enzyme's, shlo_env's and their ratio over the programs both
+    were timed on, and how often each is slower or faster than jax.jit beyond the loop's noise."""
+    both = [r for r in records if r["variants"].get("enzyme", {}).get("ratios")
+            and r["variants"].get("shlo_env", {}).get("ratios")]
+    if not both:
+        return []
+
+    def geo(label: str) -> float:
+        return math.exp(float(np.mean([math.log(summarize(r["variants"][label]["ratios"])[0]) for r in both])))
+
+    b, c = geo("enzyme"), geo("shlo_env")
+    out = [f"set of {len(both)} programs timed with both: geomean enzyme {b:.3f}, shlo_env {c:.3f}, "
+           f"shlo_env / enzyme {c / b:.3f}"]
+    for label in ("enzyme", "shlo_env"):
+        signs = [_beyond_noise(r, label) for r in both]
+        out.append(f"{label}: faster than jax.jit beyond the A/A control's spread on {signs.count(-1)}, "
+                   f"slower on {signs.count(1)}, within it on {signs.count(0)}")
+    return out
+
+
 def main(argv=None) -> int:
     if argv is None and sys.argv[1:2] == ["--enzyme-child"]:
         return _enzyme_child()
@@ -421,6 +457,8 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=20, help="rounds per loop at least (default 20)")
     ap.add_argument("--min-seconds", type=float, default=2.0, help="each loop runs at least this long (default 2)")
     ap.add_argument("--no-search", action="store_true", help="only the original and Enzyme's pipeline")
+    ap.add_argument("--no-search-on-enzyme", action="store_true",
+                    help="search the original only (C), not Enzyme's output (D): half the time on a dataset")
     ap.add_argument("--save", default=None, metavar="DIR", help="write each variant's module to DIR")
     ap.add_argument("--retime", default=None, metavar="DIR",
                     help="check and time the variants --save wrote to DIR (no pipeline run, no search)")
@@ -461,10 +499,12 @@ def main(argv=None) -> int:
               "ratios: T(variant) / T(original), median of the repeats (min–max); ops: StableHLO ops in main; "
               "=in: the search returned its input unchanged; A/A control: the original's executable timed "
               "again in the same loop")
+    lines = summary(records)
     print(header)
     print(text)
+    print("\n".join(lines))
     if args.out:
-        Path(args.out).write_text(header + "\n\n" + text + "\n")
+        Path(args.out).write_text(header + "\n\n" + text + "\n\n" + "\n".join(lines) + "\n")
     return 0
 
 

@@ -1,0 +1,52 @@
+"""benchmarks/vs_enzyme.py without Enzyme-JAX: its set-level summary, and its clear skip."""
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+BENCH = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
+
+
+@pytest.fixture()
+def vs_enzyme():
+    sys.path.insert(0, BENCH)
+    try:
+        import vs_enzyme as mod
+    finally:
+        sys.path.pop(0)
+    return mod
+
+
+def _record(name, enzyme, shlo, control):
+    return {"program": name, "variants": {"enzyme": {"ratios": enzyme}, "shlo_env": {"ratios": shlo},
+                                          "original again": {"ratios": control}}}
+
+
+def test_summary_gives_geomeans_and_counts_only_what_clears_the_control(vs_enzyme):
+    records = [
+        _record("a", [1.10, 1.12, 1.11], [0.50, 0.52, 0.51], [0.99, 1.01, 1.00]),  # enzyme slower, we faster
+        _record("b", [0.90, 0.91, 0.89], [0.95, 0.96, 0.97], [0.90, 1.02, 1.00]),  # both inside a wide control
+        {"program": "c", "variants": {"enzyme": {"error": "crashed"}}},  # not timed with both: left out
+    ]
+    lines = vs_enzyme.summary(records)
+    geo_b, geo_c = math.sqrt(1.11 * 0.90), math.sqrt(0.51 * 0.96)
+    assert lines[0] == (f"set of 2 programs timed with both: geomean enzyme {geo_b:.3f}, shlo_env {geo_c:.3f}, "
+                        f"shlo_env / enzyme {geo_c / geo_b:.3f}")
+    assert lines[1] == "enzyme: faster than jax.jit beyond the A/A control's spread on 0, slower on 1, within it on 1"
+    assert lines[2] == "shlo_env: faster than jax.jit beyond the A/A control's spread on 1, slower on 0, within it on 1"
+
+
+def test_summary_of_nothing_timed_is_empty(vs_enzyme):
+    assert vs_enzyme.summary([{"program": "x", "variants": {}}]) == []
+
+
+def test_without_enzyme_the_benchmark_says_so_and_exits_zero(vs_enzyme):
+    if vs_enzyme.enzyme_available() is None:
+        pytest.skip("Enzyme-JAX is installed here")
+    out = subprocess.run([sys.executable, os.path.join(BENCH, "vs_enzyme.py"), "--programs", "none"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "Enzyme-JAX is not installed" in out.stdout and "skipped" in out.stdout
