@@ -319,6 +319,30 @@ def test_a_region_over_max_ops_is_not_cut():
             assert (lim.ops, lim.inputs) == (r.ops, r.inputs)
 
 
+
+def test_a_region_already_over_max_ops_skips_the_search_for_derived_inputs(monkeypatch):
+    """Finding derived inputs only adds ops, and on regions grown to hundreds of ops it was
+    nearly all the cutting: a region over the limit before it is not searched for them, and
+    the decisions stay those of the full cut."""
+    from shlo_env import corpus
+
+    program = driver.augment(corpus.load("zoo/flax_mnist_cnn_train"))
+    sites = [s.index for s in region_cut._sites(program) if s.block == program.body]
+    cutter = region_cut.RegionCutter(program)
+    full = [(r.oversize, r.whole, r.ops) for r in cutter.cut(sites, max_ops=20)]
+    sizes = []
+    real = region_cut._with_derived_inputs
+
+    def counting(g, members, *a, **k):
+        sizes.append(len(members))
+        return real(g, members, *a, **k)
+
+    monkeypatch.setattr(region_cut, "_with_derived_inputs", counting)
+    again = cutter.cut(sites, max_ops=20)
+    assert sizes and max(sizes) <= 20  # never called on a region already over the limit
+    assert [(r.oversize, r.whole) for r in again] == [(o, w) for o, w, _ in full]
+    assert [r.ops for r in again if not r.oversize] == [ops for o, _, ops in full if not o]
+
 def test_one_region_is_timed_in_one_run_and_a_bad_alternative_fails_alone(mlp, monkeypatch):
     """`evaluate_regions` judges a region's control and alternatives in one interleaved run;
     an alternative that does not compile gets its own error, the others their ratios."""
