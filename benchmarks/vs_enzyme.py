@@ -413,9 +413,10 @@ def table(records: list[dict]) -> str:
 
 def _beyond_noise(r: dict, label: str) -> int:
     """+1 when `label`'s ratio is above 1 by more than the A/A control's spread in its loop, -1
-    below, 0 within it."""
+    below, 0 within it or when the variant is the original's module unchanged (a search that
+    returned its input is jax.jit itself: another compile of it only measures the loop's noise)."""
     v, c = r["variants"].get(label, {}).get("ratios"), r["variants"].get(CONTROL, {}).get("ratios")
-    if not v or not c:
+    if not v or not c or r["variants"][label].get("returned_input"):
         return 0
     med, (cm, lo, hi) = summarize(v)[0], summarize(c)
     spread = max(abs(hi - 1.0), abs(lo - 1.0), abs(cm - 1.0))
@@ -438,8 +439,10 @@ def summary(records: list[dict]) -> list[str]:
            f"shlo_env / enzyme {c / b:.3f}"]
     for label in ("enzyme", "shlo_env"):
         signs = [_beyond_noise(r, label) for r in both]
+        same = sum(bool(r["variants"][label].get("returned_input")) for r in both)
         out.append(f"{label}: faster than jax.jit beyond the A/A control's spread on {signs.count(-1)}, "
-                   f"slower on {signs.count(1)}, within it on {signs.count(0)}")
+                   f"slower on {signs.count(1)}, within it on {signs.count(0)}"
+                   + (f" ({same} returned the original unchanged)" if same else ""))
     return out
 
 

@@ -1,6 +1,5 @@
 """benchmarks/vs_enzyme.py without Enzyme-JAX: its set-level summary, and its clear skip."""
 
-import math
 import os
 import subprocess
 import sys
@@ -31,12 +30,16 @@ def test_summary_gives_geomeans_and_counts_only_what_clears_the_control(vs_enzym
         _record("b", [0.90, 0.91, 0.89], [0.95, 0.96, 0.97], [0.90, 1.02, 1.00]),  # both inside a wide control
         {"program": "c", "variants": {"enzyme": {"error": "crashed"}}},  # not timed with both: left out
     ]
+    returned = _record("d", [1.0] * 3, [1.03, 1.04, 1.05], [0.99, 1.0, 1.01])  # the original again: jax.jit
+    returned["variants"]["shlo_env"]["returned_input"] = True
+    records.append(returned)
     lines = vs_enzyme.summary(records)
-    geo_b, geo_c = math.sqrt(1.11 * 0.90), math.sqrt(0.51 * 0.96)
-    assert lines[0] == (f"set of 2 programs timed with both: geomean enzyme {geo_b:.3f}, shlo_env {geo_c:.3f}, "
+    geo_b, geo_c = (1.11 * 0.90 * 1.0) ** (1 / 3), (0.51 * 0.96 * 1.04) ** (1 / 3)
+    assert lines[0] == (f"set of 3 programs timed with both: geomean enzyme {geo_b:.3f}, shlo_env {geo_c:.3f}, "
                         f"shlo_env / enzyme {geo_c / geo_b:.3f}")
-    assert lines[1] == "enzyme: faster than jax.jit beyond the A/A control's spread on 0, slower on 1, within it on 1"
-    assert lines[2] == "shlo_env: faster than jax.jit beyond the A/A control's spread on 1, slower on 0, within it on 1"
+    assert lines[1] == "enzyme: faster than jax.jit beyond the A/A control's spread on 0, slower on 1, within it on 2"
+    assert lines[2] == ("shlo_env: faster than jax.jit beyond the A/A control's spread on 1, slower on 0, within it "
+                        "on 2 (1 returned the original unchanged)")
 
 
 def test_summary_of_nothing_timed_is_empty(vs_enzyme):
