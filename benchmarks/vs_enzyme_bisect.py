@@ -1,6 +1,7 @@
 """Which of Enzyme-JAX's rewrites carry its gain (issue 50, item 2).
 
     python benchmarks/vs_enzyme_bisect.py llama_rev [--depth 4] [--repeats 2] [--save DIR] [--json FILE]
+    python benchmarks/vs_enzyme_bisect.py zoo/hf_bert_cls_padded_infer --max-kinds 1   # one of our programs
 
 Enzyme-JAX's default pipeline (`primitives.full_optimization_pass_pipeline()`) is a fixed
 skeleton of MLIR passes (inline, canonicalize, cse, enzyme-batch, the enzyme AD pass, ...) and
@@ -188,7 +189,8 @@ def _row(r: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("program", help="a peer program (benchmarks/peer_programs.py), e.g. llama_rev")
+    ap.add_argument("program", help="a peer program (benchmarks/peer_programs.py), e.g. llama_rev, or one of "
+                                    "our datasets' (zoo/NAME, corpus/NAME: random N(0,1) inputs, seed 0)")
     ap.add_argument("--depth", type=int, default=4, help="bisection levels within a kind (default 4)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--runs", type=int, default=10)
@@ -215,7 +217,12 @@ def main(argv=None) -> int:
 
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     policy = TimingPolicy(runs=args.runs, warmup=2, min_seconds=args.min_seconds)
-    [(name, program, inputs, _)] = vs_enzyme.load_programs([args.program], None, 0)
+    dataset, _, entry = args.program.rpartition("/")  # zoo/NAME or corpus/NAME: one of ours
+    found = (vs_enzyme.load_programs([], dataset, 1, only=(entry,)) if dataset
+             else vs_enzyme.load_programs([args.program], None, 0))
+    if not found:
+        raise SystemExit(f"vs_enzyme_bisect: no program {entry!r} in the {dataset} dataset")
+    [(name, program, inputs, _)] = found
     full = vs_enzyme.default_pipeline()
     names = pattern_names(full)
     kinds: dict[str, list[str]] = {}
