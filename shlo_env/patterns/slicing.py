@@ -1,13 +1,18 @@
-"""Slice / concatenate / pad rewrites (all exact: they only move data or compute less of it)."""
+"""Slice / concatenate / pad rewrites: they only move data or compute less of it (exact, except
+`slice_through_cone`, whose dots and reduces run on fewer rows: reassociate)."""
 
 from __future__ import annotations
 
+import math
+
+from shlo_env.ir.tensor_types import element_type_of, shape_of, tensor_type
+from shlo_env.measure.numerics import Numerics
+from shlo_env.patterns import match_cache as mc
 from shlo_env.patterns.base import Match, Pattern, register
 from shlo_env.patterns.matching import (
-    ELEMENTWISE, broadcast_dims, concat_dim, hoist_match, hoist_operands, i64s, producer,
-    slice_params,
+    ELEMENTWISE, broadcast_dims, concat_dim, dot_dims, hoist_match, hoist_operands, i64s, permutation,
+    producer, slice_params, static_shape,
 )
-from shlo_env.ir.tensor_types import shape_of
 
 
 @register
@@ -216,3 +221,178 @@ class SliceOfBroadcast(Pattern):
 
     def rewrite(self, b, m):
         return b.broadcast_in_dim(b.slice(m.x, m.start, m.limit, m.strides), m.shape, m.dims)
+
+
+# --- a slice through a whole cone of row-wise ops ---------------------------------------------
+
+#: Elementwise chlo ops (JAX emits `chlo.square`, `chlo.erfc` in layer norms and GELUs).
+_CHLO_ELEMENTWISE = frozenset("chlo." + n for n in """
+    square erf erfc erf_inv lgamma digamma tan sinh cosh asin acos atan asinh acosh atanh is_inf
+""".split())
+#: The most ops one cone may hold (bounds the walk from each slice).
+MAX_CONE_OPS = 400
+
+Window = dict  # {dim: (start, limit, stride)} over the dims a slice does not take whole
+
+
+def _operand_windows(op, window: Window) -> list[Window] | None:
+    """For each operand of `op`, the window of it that computes `window` of its result (empty:
+    the whole operand), or None when `op` is not a row-wise op this cone passes through."""
+    name = mc.name(op)
+    operands = mc.operands(op)
+    out = static_shape(op.results[0])
+    if out is None or len(op.results) != 1 or any(static_shape(v) is None for v in operands):
+        return None
+    if name in ELEMENTWISE or name in _CHLO_ELEMENTWISE:
+        if len(op.regions):
+            return None
+        return [dict(window) if static_shape(v) == out else {} if not static_shape(v) else None for v in operands] \
+            if all(static_shape(v) in (out, ()) for v in operands) else None
+    if name == "stablehlo.broadcast_in_dim":
+        xs = static_shape(operands[0])
+        where = {d: i for i, d in enumerate(broadcast_dims(op))}
+        return [{where[d]: w for d, w in window.items() if d in where and xs[where[d]] == out[d]}]
+    if name == "stablehlo.reshape":
+        return [_reshape_window(static_shape(operands[0]), out, window)]
+    if name == "stablehlo.transpose":
+        perm = permutation(op)
+        return [{perm[d]: w for d, w in window.items()}]
+    if name == "stablehlo.reduce":
+        if len(operands) != 2:
+            return None
+        reduced = set(i64s(op, "dimensions"))
+        kept = [d for d in range(len(static_shape(operands[0]))) if d not in reduced]
+        return [{kept[d]: w for d, w in window.items()}, {}]
+    if name == "stablehlo.dot_general":
+        d = dot_dims(op)
+        ranks = [len(static_shape(v)) for v in operands]
+        lfree = [i for i in range(ranks[0]) if i not in d.lhs_batch and i not in d.lhs_contract]
+        rfree = [i for i in range(ranks[1]) if i not in d.rhs_batch and i not in d.rhs_contract]
+        nb = len(d.lhs_batch)
+        lhs, rhs = {}, {}
+        for dim, w in window.items():
+            if dim < nb:
+                lhs[d.lhs_batch[dim]], rhs[d.rhs_batch[dim]] = w, w
+            elif dim < nb + len(lfree):
+                lhs[lfree[dim - nb]] = w
+            else:
+                rhs[rfree[dim - nb - len(lfree)]] = w
+        return [lhs, rhs]
+    return None
+
+
+def _reshape_window(before, after, window: Window) -> Window | None:
+    """The window of a reshape's operand for `window` of its result: each windowed dim must be a
+    dim of the operand too, with as many elements before it (then its rows are the same)."""
+    out = {}
+    for d, w in window.items():
+        outer = math.prod(after[:d])
+        match = [e for e in range(len(before)) if before[e] == after[d] and math.prod(before[:e]) == outer]
+        if not match:
+            return None
+        out[match[0]] = w
+    return out
+
+
+def _cone(root, start: Window):
+    """The ops computing the slice's operand that only it reads, each with the window of its
+    result the slice needs: {op: window}, in no order. An op is in the cone when every user of
+    its result is in the cone (or is the slice), and all of them need the same window."""
+    need: dict = {}  # op -> window of its result
+    conflict: set = set()
+    todo = [(producer(root.operands[0]), start)]
+    while todo and len(need) < MAX_CONE_OPS:
+        view, window = todo.pop()
+        if view is None:
+            continue
+        op = view.operation
+        if op in need:
+            if need[op] != window:
+                conflict.add(op)
+            continue
+        windows = _operand_windows(op, window)
+        if windows is None or None in windows:
+            continue
+        need[op] = window
+        for v, w in zip(mc.operands(op), windows):
+            if w:
+                todo.append((producer(v), w))
+            elif producer(v) is not None:
+                conflict.add(producer(v).operation)  # read whole here (x·xᵀ): it stays whole
+    cone = {op: w for op, w in need.items() if op not in conflict}
+    members = set(cone) | {root.operation}
+    changed = True
+    while changed:  # a member read whole by any op outside the cone is computed whole: not a member
+        changed = False
+        for op in list(cone):
+            if any(u not in members for u in mc.users(op.results[0])):
+                del cone[op]
+                members.discard(op)
+                changed = True
+    return cone
+
+
+def _window_slice(b, x, window: Window):
+    s = static_shape(x)
+    start, limit, strides = [0] * len(s), list(s), [1] * len(s)
+    for d, (lo, hi, st) in window.items():
+        start[d], limit[d], strides[d] = lo, hi, st
+    return b.slice(x, start, limit, strides)
+
+
+def _window_shape(shape, window: Window) -> list[int]:
+    return [-(-(window[d][1] - window[d][0]) // window[d][2]) if d in window else n for d, n in enumerate(shape)]
+
+
+@register
+class SliceThroughCone(Pattern):
+    """x[window] -> the ops computing x, each on the window of its operands that the slice reads,
+    when x is computed by a cone of row-wise ops (elementwise, broadcasts, transposes, reduces
+    over other dims, dot_generals) holding a dot or a reduce that only the slice reads: the
+    classifier's slice of a transformer's first token computes the last layer for that token."""
+
+    root = "stablehlo.slice"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        shape = static_shape(op.operands[0])
+        if shape is None:
+            return None
+        start, limit, strides = slice_params(op)
+        window = {d: (lo, hi, st) for d, (lo, hi, st, n) in enumerate(zip(start, limit, strides, shape))
+                  if (lo, hi, st) != (0, n, 1)}
+        if not window:
+            return None
+        cone = _cone(op, window)
+        if not any(mc.name(c) in ("stablehlo.dot_general", "stablehlo.reduce") for c in cone):
+            return None
+        ops = sorted(cone, key=_BlockOrder)
+        index = {c: i for i, c in enumerate(ops)}
+        steps = []  # per cone op: (op, its window, leaf operands (None: a cone value), how each is read)
+        for c in ops:
+            operands = mc.operands(c)
+            inside = [producer(v) is not None and producer(v).operation in index for v in operands]
+            steps.append((c, cone[c], [None if i else v for v, i in zip(operands, inside)],
+                          [(index[producer(v).operation], None) if i else (-1, w)
+                           for v, w, i in zip(operands, _operand_windows(c, cone[c]), inside)]))
+        return Match(steps=steps)
+
+    def rewrite(self, b, m):
+        built = []
+        for op, window, leaves, reads in m.steps:
+            operands = [built[step] if step >= 0 else _window_slice(b, v, w) if w else v
+                        for v, (step, w) in zip(leaves, reads)]
+            result = op.results[0]
+            t = tensor_type(_window_shape(shape_of(result.type), window), element_type_of(result))
+            built.append(b.clone(op, operands, [t]))
+        return built[-1]
+
+
+class _BlockOrder:
+    """Sort key: an op's place in its block."""
+
+    def __init__(self, op):
+        self.op = op
+
+    def __lt__(self, other):
+        return mc.is_before(self.op, other.op)

@@ -54,31 +54,60 @@ class SmallDotToReduce(Pattern):
     def match(self, op):
         if not _in_loop(op):
             return None
-        lhs, rhs = op.operands
-        ls, rs, out = static_shape(lhs), static_shape(rhs), static_shape(op.result)
-        if ls is None or rs is None or out is None:
+        m = _dot_match(op)
+        if m is None or not m.lc or math.prod(shape(op.result)) * math.prod(shape(m.lhs)[c] for c in m.lc) > MAX_MACS:
             return None
-        elem = element_type_of(op.result)
-        if not is_float(elem) or element_type_of(lhs) != elem or element_type_of(rhs) != elem:
-            return None
-        d = dot_dims(op)
-        if math.prod(out) * math.prod(ls[c] for c in d.lhs_contract) > MAX_MACS:
-            return None
-        return Match(lhs=lhs, rhs=rhs, lb=d.lhs_batch, rb=d.rhs_batch, lc=d.lhs_contract, rc=d.rhs_contract)
+        return m
 
     def rewrite(self, b, m):
-        ls, rs = shape(m.lhs), shape(m.rhs)
-        lfree = [i for i in range(len(ls)) if i not in m.lb and i not in m.lc]
-        rfree = [i for i in range(len(rs)) if i not in m.rb and i not in m.rc]
-        nb, nl, nr, nc = len(m.lb), len(lfree), len(rfree), len(m.lc)
-        # both operands as (batch, lhs free, rhs free, contracted), broadcast where absent
-        full = ([ls[i] for i in m.lb] + [ls[i] for i in lfree] + [rs[i] for i in rfree]
-                + [ls[i] for i in m.lc])
-        lhs = b.transpose(m.lhs, list(m.lb) + lfree + list(m.lc))
-        lhs = b.broadcast_in_dim(lhs, full, list(range(nb + nl)) + list(range(nb + nl + nr, nb + nl + nr + nc)))
-        rhs = b.transpose(m.rhs, list(m.rb) + rfree + list(m.rc))
-        rhs = b.broadcast_in_dim(rhs, full, list(range(nb)) + list(range(nb + nl, nb + nl + nr + nc)))
-        return b.reduce_sum(b.mul(lhs, rhs), list(range(nb + nl + nr, len(full))))
+        product = _broadcast_product(b, m)
+        nc = len(m.lc)
+        return b.reduce_sum(product, list(range(len(shape(product)) - nc, len(shape(product)))))
+
+
+def _broadcast_product(b, m):
+    """The elementwise product of a dot's operands broadcast to (batch, lhs free, rhs free,
+    contracted): the dot's result before its sum over the contracted dims."""
+    ls, rs = shape(m.lhs), shape(m.rhs)
+    lfree = [i for i in range(len(ls)) if i not in m.lb and i not in m.lc]
+    rfree = [i for i in range(len(rs)) if i not in m.rb and i not in m.rc]
+    nb, nl, nr, nc = len(m.lb), len(lfree), len(rfree), len(m.lc)
+    full = [ls[i] for i in m.lb] + [ls[i] for i in lfree] + [rs[i] for i in rfree] + [ls[i] for i in m.lc]
+    lhs = b.transpose(m.lhs, list(m.lb) + lfree + list(m.lc))
+    lhs = b.broadcast_in_dim(lhs, full, list(range(nb + nl)) + list(range(nb + nl + nr, nb + nl + nr + nc)))
+    rhs = b.transpose(m.rhs, list(m.rb) + rfree + list(m.rc))
+    rhs = b.broadcast_in_dim(rhs, full, list(range(nb)) + list(range(nb + nl, nb + nl + nr + nc)))
+    return b.mul(lhs, rhs)
+
+
+def _dot_match(op):
+    """A Match of a float dot_general with static shapes whose operands and result share one
+    element type (lhs, rhs and its dimension numbers), or None."""
+    lhs, rhs = op.operands
+    if any(static_shape(v) is None for v in (lhs, rhs, op.result)) or "algorithm" in op.operation.attributes:
+        return None
+    elem = element_type_of(op.result)
+    if not is_float(elem) or element_type_of(lhs) != elem or element_type_of(rhs) != elem:
+        return None
+    d = dot_dims(op)
+    return Match(lhs=lhs, rhs=rhs, lb=d.lhs_batch, rb=d.rhs_batch, lc=d.lhs_contract, rc=d.rhs_contract)
+
+
+@register
+class DotWithoutContractionToMultiply(Pattern):
+    """dot_general(a, b) with no contracted dims -> broadcast(a) * broadcast(b), one product per
+    element (a per-head mask or an outer product that the CPU backend runs as a batch of 1x1
+    matrix products becomes one elementwise loop that fuses with its neighbours)."""
+
+    root = "stablehlo.dot_general"
+    numerics = Numerics.REASSOCIATE  # a GPU dot of f32 may round its operands (TF32); the multiply does not
+
+    def match(self, op):
+        m = _dot_match(op)
+        return m if m is not None and not m.lc else None
+
+    def rewrite(self, b, m):
+        return _broadcast_product(b, m)
 
 
 #: The most elements one output of a reduce may combine to be offered as explicit adds.

@@ -77,6 +77,38 @@ def _slice_of_broadcast(draw):
     return (lambda x: jnp.broadcast_to(x, (n, s[0]) if len(s) == 1 else (n,) + s)[a:b]), [(1,) + s[1:]]
 
 
+def _slice_of_layer(draw):
+    """A layer's output sliced on its batch or token dim: a dense layer (its input reshaped from
+    heads), a GELU-like product, a layer norm's mean, or an attention (scores, softmax, values),
+    maybe transposed; sometimes an intermediate is also returned (then it must stay whole)."""
+    b, t, h, k = draw(DIM), draw(BIG), draw(DIM), draw(DIM)
+    axis = draw(st.sampled_from([0, 1]))
+    lo, hi, stride = draw(_window(b if axis == 0 else t))
+    kind = draw(st.sampled_from(["dense", "attention"]))
+    transpose, leak = draw(st.booleans()), draw(st.integers(0, 3)) == 0
+
+    def layer(x, w):
+        x = x.reshape(b, t, h * k)
+        if kind == "dense":
+            y = lax.dot_general(x, w, (((2,), (0,)), ((), ()))) + 0.5
+            y = y * jnp.tanh(y)
+            inner = jnp.mean(y, axis=-1, keepdims=True)
+            y = (y - inner) * 2.0
+        else:
+            scores = lax.dot_general(x, x, (((2,), (2,)), ((0,), (0,))))  # (b, t, t)
+            inner = jnp.exp(scores - jnp.max(scores, axis=-1, keepdims=True))
+            p = inner / jnp.sum(inner, axis=-1, keepdims=True)
+            y = lax.dot_general(p, x, (((2,), (1,)), ((0,), (0,))))  # (b, t, h*k)
+        if transpose:
+            y = jnp.transpose(y, (1, 0, 2))
+        index = [slice(None)] * 3
+        index[axis if not transpose else 1 - axis] = slice(lo, hi, stride)
+        out = y[tuple(index)]
+        return (out, inner) if leak else out
+
+    return layer, [(b, t, h, k), (h * k, draw(DIM))]
+
+
 CASES = {
     S.SliceOfConcat: programs(_slice_of_concat),
     S.SliceOfSlice: programs(_slice_of_slice),
@@ -86,6 +118,7 @@ CASES = {
     S.SliceOfPad: programs(_slice_of_pad),
     S.SliceOfElementwise: programs(_slice_of_elementwise),
     S.SliceOfBroadcast: programs(_slice_of_broadcast),
+    S.SliceThroughCone: programs(_slice_of_layer),
     S.SliceFull: shapes(2, 2).flatmap(lambda shp: text_programs(
         "func.func @main(%x: tensor<{s}f32>) -> tensor<{s}f32> {{\n"
         '  %0 = "stablehlo.slice"(%x) {{start_indices = array<i64: 0, 0>, limit_indices = array<i64: {lim}>,'

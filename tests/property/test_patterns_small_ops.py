@@ -35,6 +35,27 @@ def _small_dot(draw):
     return fn, [lshape, rshape], [np.float32, np.float32]
 
 
+def _dot_without_contraction(draw):
+    """A dot_general with 0-2 batch and 0-2 free dims per side and nothing contracted (an outer
+    product, a per-head mask), every dim of each operand in a drawn order, in or out of a loop."""
+    nb, nl, nr = draw(st.integers(0, 2)), draw(st.integers(0, 2)), draw(st.integers(0, 2))
+    batch = [draw(DIM) for _ in range(nb)]
+    lfree, rfree = [draw(DIM) for _ in range(nl)], [draw(DIM) for _ in range(nr)]
+
+    def operand(free):
+        roles = [("b", i) for i in range(nb)] + [("f", i) for i in range(len(free))]
+        order = draw(st.permutations(roles))
+        return order, tuple((batch if r == "b" else free)[i] for r, i in order)
+
+    lorder, lshape = operand(lfree)
+    rorder, rshape = operand(rfree)
+    dims = (([], []), ([lorder.index(("b", i)) for i in range(nb)], [rorder.index(("b", i)) for i in range(nb)]))
+    if draw(st.booleans()):
+        return (lambda a, b: jnp.tanh(lax.dot_general(a, b, dims))), [lshape, rshape]
+    return (lambda a, b: lax.fori_loop(0, 2, lambda i, acc: acc * 0.5 + lax.dot_general(a, b, dims),
+                                       jnp.zeros_like(lax.dot_general(a, b, dims))), [lshape, rshape])
+
+
 def _small_reduce(draw):
     """sum / max / min / prod over 1-2 dims holding 2 to 8 elements per output (ints for sums)."""
     s = draw(shapes(1, 3))
@@ -55,6 +76,7 @@ def _small_reduce(draw):
 CASES = {
     D.SmallDotToReduce: _small_dot,
     D.SmallReduceToElementwise: _small_reduce,
+    D.DotWithoutContractionToMultiply: _dot_without_contraction,
 }
 
 
