@@ -89,6 +89,31 @@ def test_sweeps_go_by_the_region_evidence_summed_over_sites():
     assert order == ["thin", "unjudged", "loses"]
 
 
+def test_a_refuted_lead_discounts_other_rewrites_judged_on_its_regions():
+    """Regions of whole loops predicted 5-9 % for two unrollings; the whole program refuted the
+    first lead, and the second's sweep (ranked by the same regions) took the time the sweep
+    that won (an unjudged rewrite) needed."""
+    from types import SimpleNamespace
+
+    strat = get_strategy("regional")
+    strat._reset()
+    loop = Region(program=None, sites=(0,), local={0: 0}, labels={0: ("original", "unroll_full", "unroll2")},
+                  tiers={0: (0, 0, 0)}, share=0.5)
+    other = Region(program=None, sites=(1,), local={1: 0}, labels={1: ("original", "small")},
+                   tiers={1: (0, 0)}, share=0.5)
+    quiet = RegionResult(Candidate(loop, {}), ratio=1.0, median_ratio=1.0)
+    strat._weigh(loop, quiet, [RegionResult(Candidate(loop, {0: 1}), ratio=0.8, median_ratio=0.8),
+                               RegionResult(Candidate(loop, {0: 2}), ratio=0.9, median_ratio=0.9)], {0: 0.5})
+    strat._weigh(other, quiet, [RegionResult(Candidate(other, {1: 1}), ratio=0.99, median_ratio=0.99)], {1: 0.5})
+    assert sorted(["unjudged", "small", "unroll2"], key=strat.sweep_rank) == ["unroll2", "small", "unjudged"]
+    ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: 100.0)
+    strat._try = lambda ctx, exp, trial, state, *rest: (state, rest[0], rest[1])  # the whole program: no gain
+    exp = _exp([("original", "unroll_full", "unroll2"), ("original", "small"), ("original", "unroll_full")])
+    strat._assemble(ctx, exp, [regional.Winner(0.1, 0, 1, "unroll_full", 0.8)], "s", 1.0, [0] * 3, {})
+    assert strat.refuted == {"unroll_full"} and strat.doubtful == {0}
+    assert strat.sweep_rank("small") < strat.sweep_rank("unroll2") == strat.sweep_rank("unjudged")  # as not judged
+
+
 def test_the_whole_estimate_comes_from_measured_evaluations_first():
     from types import SimpleNamespace
 
