@@ -53,3 +53,27 @@ def test_without_enzyme_the_benchmark_says_so_and_exits_zero(vs_enzyme):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "Enzyme-JAX is not installed" in out.stdout and "skipped" in out.stdout
+
+
+def test_a_searched_variant_with_other_outputs_counts_as_its_input(vs_enzyme, tmp_path):
+    """`optimize` checks a winner in-process and keeps its input when the outputs differ; the
+    benchmark counts such a variant the same way (and says so), instead of leaving it untimed."""
+    import json
+    from types import SimpleNamespace
+
+    import jax.numpy as jnp
+    import numpy as np
+
+    from shlo_env.ir.program import lower
+
+    program = lower(lambda x: jnp.tanh(x) * 2.0, np.ones((4, 8), np.float32))
+    wrong = lower(lambda x: jnp.tanh(x) * 3.0, np.ones((4, 8), np.float32))
+    for label, prog in (("enzyme", program), ("shlo_env", wrong)):
+        (tmp_path / f"p.{label}.mlir").write_text(prog.text())
+        (tmp_path / f"p.{label}.json").write_text(json.dumps({"actions": []}))
+    args = SimpleNamespace(retime=str(tmp_path), save=None, no_search=False, runs=3, min_seconds=0.01, repeats=1)
+    logged = []
+    rec = vs_enzyme.bench_program("p", program, [np.ones((4, 8), np.float32)], "", args, None, logged.append)
+    v = rec["variants"]["shlo_env"]
+    assert v["returned_input"] and v["check"].startswith("KEPT") and "ratios" in v
+    assert any("counted as its input" in line for line in logged)

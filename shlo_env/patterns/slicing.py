@@ -300,10 +300,11 @@ def _cone(root, start: Window):
     its result is in the cone (or is the slice), and all of them need the same window."""
     need: dict = {}  # op -> window of its result
     conflict: set = set()
+    block = root.operation.block
     todo = [(producer(root.operands[0]), start)]
     while todo and len(need) < MAX_CONE_OPS:
         view, window = todo.pop()
-        if view is None:
+        if view is None or view.operation.block != block:  # not an op of an enclosing block: into a loop
             continue
         op = view.operation
         if op in need:
