@@ -78,7 +78,7 @@ def default_pipeline() -> str:
     return primitives.full_optimization_pass_pipeline()
 
 
-_ENZYMEXLA_ATTR = re.compile(r"enzymexla\.\w+\s*=\s*(?:\[[^\]]*\]|#enzymexla\.\w+<[^>]*>|\w+)")
+_ENZYMEXLA_ATTR = re.compile(r"enzymexla\.\w+\s*=\s*(?:\[(?:[^\[\]]|\[[^\]]*\])*\]|#enzymexla\.\w+<[^>]*>|\w+)")
 
 
 def publish_main(text: str) -> str:
@@ -91,7 +91,7 @@ def publish_main(text: str) -> str:
     text = re.sub(r"\{\s*,\s*", "{", text)
     text = re.sub(r",\s*(?=,|\})", "", text)
     text = re.sub(r"\s+attributes\s*\{\s*\}", "", text)  # a function's attribute dictionary left empty
-    text = re.sub(r"\s*\{\s*\}(?=\s*(?:[,):]|loc\())", "", text)  # an argument's, result's or op's
+    text = re.sub(r"(?<![=\s])\s*\{\s*\}(?=\s*(?:[,):]|loc\())", "", text)  # an argument's, result's or op's (not a value)
     return text
 
 

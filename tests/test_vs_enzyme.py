@@ -77,3 +77,16 @@ def test_a_searched_variant_with_other_outputs_counts_as_its_input(vs_enzyme, tm
     v = rec["variants"]["shlo_env"]
     assert v["returned_input"] and v["check"].startswith("KEPT") and "ratios" in v
     assert any("counted as its input" in line for line in logged)
+
+
+def test_publish_main_strips_nested_enzymexla_attributes_and_keeps_empty_values(vs_enzyme):
+    """Two forms that made the peer's output unparsable on 15 of our programs: a nested list
+    value (`enzymexla.bounds = [[0, 5]]`) and an attribute whose value is an empty dictionary."""
+    text = ("func.func private @main(%arg0: tensor<i32>) -> tensor<i32> {\n"
+            "  %0 = stablehlo.add %arg0, %arg0 {enzymexla.bounds = [[0, 5]]} : tensor<i32>\n"
+            '  %1 = stablehlo.custom_call @f(%0) {backend_config = "", mhlo.backend_config = {}, x = 1} : '
+            "(tensor<i32>) -> tensor<i32>\n  return %1 : tensor<i32>\n}")
+    out = vs_enzyme.publish_main(text)
+    assert "func.func public @main" in out and "enzymexla" not in out
+    assert "%arg0, %arg0 : tensor<i32>" in out
+    assert "mhlo.backend_config = {}, x = 1" in out
