@@ -235,9 +235,10 @@ MAX_CONE_OPS = 400
 Window = dict  # {dim: (start, limit, stride)} over the dims a slice does not take whole
 
 
-def _operand_windows(op, window: Window) -> list[Window] | None:
+def _operand_windows(op, window: Window) -> list[Window | None] | None:
     """For each operand of `op`, the window of it that computes `window` of its result (empty:
-    the whole operand), or None when `op` is not a row-wise op this cone passes through."""
+    the whole operand; None: no window of it does), or None when `op` is not a row-wise op this
+    cone passes through."""
     name = mc.name(op)
     operands = mc.operands(op)
     out = static_shape(op.results[0])
@@ -246,14 +247,16 @@ def _operand_windows(op, window: Window) -> list[Window] | None:
     if name in ELEMENTWISE or name in _CHLO_ELEMENTWISE:
         if len(op.regions):
             return None
-        return [dict(window) if static_shape(v) == out else {} if not static_shape(v) else None for v in operands] \
-            if all(static_shape(v) in (out, ()) for v in operands) else None
+        shapes = [shape_of(v.type) for v in operands]
+        if not all(s in (out, ()) for s in shapes):
+            return None
+        return [dict(window) if s == out else {} for s in shapes]  # a scalar operand (select, clamp) stays
     if name == "stablehlo.broadcast_in_dim":
-        xs = static_shape(operands[0])
+        xs = shape_of(operands[0].type)
         where = {d: i for i, d in enumerate(broadcast_dims(op))}
         return [{where[d]: w for d, w in window.items() if d in where and xs[where[d]] == out[d]}]
     if name == "stablehlo.reshape":
-        return [_reshape_window(static_shape(operands[0]), out, window)]
+        return [_reshape_window(shape_of(operands[0].type), out, window)]
     if name == "stablehlo.transpose":
         perm = permutation(op)
         return [{perm[d]: w for d, w in window.items()}]
@@ -261,11 +264,11 @@ def _operand_windows(op, window: Window) -> list[Window] | None:
         if len(operands) != 2:
             return None
         reduced = set(i64s(op, "dimensions"))
-        kept = [d for d in range(len(static_shape(operands[0]))) if d not in reduced]
+        kept = [d for d in range(len(shape_of(operands[0].type))) if d not in reduced]
         return [{kept[d]: w for d, w in window.items()}, {}]
     if name == "stablehlo.dot_general":
         d = dot_dims(op)
-        ranks = [len(static_shape(v)) for v in operands]
+        ranks = [len(shape_of(v.type)) for v in operands]
         lfree = [i for i in range(ranks[0]) if i not in d.lhs_batch and i not in d.lhs_contract]
         rfree = [i for i in range(ranks[1]) if i not in d.rhs_batch and i not in d.rhs_contract]
         nb = len(d.lhs_batch)
@@ -334,7 +337,7 @@ def _cone(root, start: Window):
 
 
 def _window_slice(b, x, window: Window):
-    s = static_shape(x)
+    s = shape_of(x.type)
     start, limit, strides = [0] * len(s), list(s), [1] * len(s)
     for d, (lo, hi, st) in window.items():
         start[d], limit[d], strides[d] = lo, hi, st
