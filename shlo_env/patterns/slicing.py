@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 from shlo_env.ir.tensor_types import element_type_of, shape_of, tensor_type
@@ -370,7 +371,7 @@ class SliceThroughCone(Pattern):
         cone = _cone(op, window)
         if not any(mc.name(c) in ("stablehlo.dot_general", "stablehlo.reduce") for c in cone):
             return None
-        ops = sorted(cone, key=_BlockOrder)
+        ops = sorted(cone, key=functools.cmp_to_key(lambda a, b: -1 if mc.is_before(a, b) else 1))
         index = {c: i for i, c in enumerate(ops)}
         steps = []  # per cone op: (op, its window, leaf operands (None: a cone value), how each is read)
         for c in ops:
@@ -390,13 +391,3 @@ class SliceThroughCone(Pattern):
             t = tensor_type(_window_shape(shape_of(result.type), window), element_type_of(result))
             built.append(b.clone(op, operands, [t]))
         return built[-1]
-
-
-class _BlockOrder:
-    """Sort key: an op's place in its block."""
-
-    def __init__(self, op):
-        self.op = op
-
-    def __lt__(self, other):
-        return mc.is_before(self.op, other.op)

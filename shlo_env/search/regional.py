@@ -172,6 +172,11 @@ class Regional(Strategy):
                                           / max(elapsed, 1e-9), 1))
         return ctx.best
 
+    @property
+    def evidence(self) -> dict[str, float]:
+        """Pattern -> predicted saving summed over its judged sites."""
+        return {label: sum(at.values()) for label, at in self.evidence_at.items()}
+
     def _reset(self) -> None:
         """What one search accumulates, empty."""
         self.spent: dict[str, float] = {}  # seconds per step (profile, order, cut, regions, whole)
@@ -181,8 +186,7 @@ class Regional(Strategy):
         self.deferred_ops: dict[int, int] = {}  # deferred site -> ops of its region counted (0: not oversize)
         self.region_cost = [0.0, 0]  # seconds and region ops of the judging rounds so far
         self.pool: list[Winner] = []  # winners each too small to try alone (`_assemble`)
-        self.evidence: dict[str, float] = {}  # pattern -> predicted saving summed over judged sites
-        self.evidence_at: dict[str, dict[int, float]] = {}  # pattern -> site -> its part of that sum
+        self.evidence_at: dict[str, dict[int, float]] = {}  # pattern -> site -> predicted saving there
         self.doubtful: set[int] = set()  # sites whose regions predicted a saving a refuted lead did not give
         self.losing: set[tuple[int, int]] = set()  # (site, choice) whose region lost beyond its noise
         self.led: set[str] = set()  # rewrites a winner led at all their sites (`_lead`)
@@ -453,7 +457,6 @@ class Regional(Strategy):
             (site, choice), = res.candidate.choices.items()
             if math.isfinite(res.ratio):
                 label = r.labels[site][choice]
-                self.evidence[label] = self.evidence.get(label, 0.0) + share * (1 - res.ratio)
                 at = self.evidence_at.setdefault(label, {})
                 at[site] = at.get(site, 0.0) + share * (1 - res.ratio)
                 if res.ratio > 1 + margin and res.median_ratio > 1 + margin:
@@ -588,12 +591,8 @@ class Regional(Strategy):
         (a stable sort keeps `SearchContext.sweeps`' order within a group). Evidence from a
         doubtful site (one whose region predicted a refuted lead) does not count: a rewrite
         judged only there counts as not judged."""
-        at = self.evidence_at.get(label)
-        if at is None:
-            e = self.evidence.get(label)
-        else:
-            trusted = [v for s, v in at.items() if s not in self.doubtful]
-            e = sum(trusted) if trusted else None
+        trusted = [v for s, v in self.evidence_at.get(label, {}).items() if s not in self.doubtful]
+        e = sum(trusted) if trusted else None
         return (1, 0.0) if e is None else (0, -e) if e > 0 else (2, 0.0)
 
     def _try(self, ctx: SearchContext, exp: Expansion, trial: list[int], state: State, ratio: float,
