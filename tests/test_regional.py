@@ -89,6 +89,16 @@ def test_sweeps_go_by_the_region_evidence_summed_over_sites():
     assert order == ["thin", "unjudged", "loses"]
 
 
+def _evaluator():
+    """A stand-in evaluator: no whole evaluation measured, no hard deadline (the estimate of a
+    whole evaluation is then twice the caches' compile time)."""
+    from types import SimpleNamespace
+
+    from shlo_env.search.evaluator import EvaluatorStats
+
+    return SimpleNamespace(stats=EvaluatorStats(), hard_deadline=None)
+
+
 def test_a_refuted_lead_discounts_other_rewrites_judged_on_its_regions():
     """Regions of whole loops predicted 5-9 % for two unrollings; the whole program refuted the
     first lead, and the second's sweep (ranked by the same regions) took the time the sweep
@@ -106,7 +116,8 @@ def test_a_refuted_lead_discounts_other_rewrites_judged_on_its_regions():
                                RegionResult(Candidate(loop, {0: 2}), ratio=0.9, median_ratio=0.9)], {0: 0.5})
     strat._weigh(other, quiet, [RegionResult(Candidate(other, {1: 1}), ratio=0.99, median_ratio=0.99)], {1: 0.5})
     assert sorted(["unjudged", "small", "unroll2"], key=strat.sweep_rank) == ["unroll2", "small", "unjudged"]
-    ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: 100.0)
+    ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: 100.0,
+                          evaluator=_evaluator(), caches=SimpleNamespace(compile_s=1.0))
     strat._try = lambda ctx, exp, trial, state, *rest: (state, rest[0], rest[1])  # the whole program: no gain
     exp = _exp([("original", "unroll_full", "unroll2"), ("original", "small"), ("original", "unroll_full")])
     strat._assemble(ctx, exp, [regional.Winner(0.1, 0, 1, "unroll_full", 0.8)], "s", 1.0, [0] * 3, {})
@@ -133,12 +144,46 @@ def test_the_whole_estimate_comes_from_measured_evaluations_first():
     assert strat._whole_estimate(ctx) == pytest.approx(7.0)
 
 
+def test_no_whole_program_evaluation_starts_that_cannot_end_before_the_evaluators_deadline():
+    """The LM train step at budget 30: a sweep started with 6 s left was cut at the evaluator's
+    hard deadline (its compile 4.5 s, its runs and timing more), its 6 s lost and the worker
+    restarted. Before the first evaluation the estimate decides; the judging keeps a reserve
+    for the sweeps only where one can end, else the regions take the time."""
+    import time
+    from types import SimpleNamespace
+
+    from shlo_env.measure.timing_policy import QUICK, policy_seconds
+    from shlo_env.search.evaluator import EvaluatorStats
+
+    strat = get_strategy("regional")
+    strat._reset()
+    left = {"open": 16.0, "hard": 6.0}
+    ev = SimpleNamespace(stats=EvaluatorStats(), baseline_s=0.3, num_input_sets=3, timing=QUICK,
+                         hard_deadline=None)
+    ctx = SimpleNamespace(evaluator=ev, caches=SimpleNamespace(compile_s=4.5), original=None,
+                          time_left=lambda: left["open"])
+    estimate = max(9.0, 4.5 + 0.9 + policy_seconds(QUICK, 0.3))
+    assert strat._whole_estimate(ctx) == pytest.approx(estimate)
+    ev.hard_deadline = time.perf_counter() + left["hard"]  # the open tail is later than the evaluator's
+    assert not strat._fits(ctx) and "takes" in strat.info["stopped"]
+    ev.hard_deadline = time.perf_counter() + 100.0
+    assert strat._fits(ctx)
+    # 16 s left: 30 % of it for the sweeps is less than one evaluation, and two do not fit
+    assert strat._sweeps_reserve(ctx) == 0.0
+    one = estimate + max(1.0, 0.1 * estimate)  # with a judging step's margin
+    left["open"] = 2.5 * one  # room for judging and one sweep: the reserve is one evaluation
+    assert strat._sweeps_reserve(ctx) == pytest.approx(one)
+    left["open"] = 400.0  # the sweeps' share is more than one evaluation
+    assert strat._sweeps_reserve(ctx) == pytest.approx(0.3 * 400.0)
+
+
 def test_winners_too_small_to_see_alone_are_pooled_and_tried_together():
     from types import SimpleNamespace
 
     strat = get_strategy("regional")
     strat._reset()
-    ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: 100.0)
+    ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: 100.0,
+                          evaluator=_evaluator(), caches=SimpleNamespace(compile_s=1.0))
     tried = []
 
     def fake_try(ctx, exp, trial, state, ratio, vec, counts, count, what):
@@ -172,7 +217,8 @@ def test_a_winner_leads_with_its_rewrite_at_every_site_not_judged_losing():
     strat = get_strategy("regional")
     strat._reset()
     strat.losing = {(3, 1)}  # site 3's region lost with the rewrite beyond its noise
-    ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: 100.0)
+    ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: 100.0,
+                          evaluator=_evaluator(), caches=SimpleNamespace(compile_s=1.0))
     tried = []
 
     def fake_try(ctx, exp, trial, state, ratio, vec, counts, count, what):  # keeps nothing
@@ -206,7 +252,8 @@ def test_a_kept_lead_leaves_later_winners_of_its_rewrite_to_go_alone():
 
     strat = get_strategy("regional")
     strat._reset()
-    ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: 100.0)
+    ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: 100.0,
+                          evaluator=_evaluator(), caches=SimpleNamespace(compile_s=1.0))
     tried = []
 
     def fake_try(ctx, exp, trial, state, ratio, vec, counts, count, what):  # keeps everything
@@ -228,6 +275,7 @@ def test_no_whole_evaluation_starts_that_cannot_end_before_the_deadline():
     strat._reset()
     left = [10.0]
     ctx = SimpleNamespace(threshold=0.98, out_of_time=lambda: False, time_left=lambda: left[0],
+                          evaluator=_evaluator(), caches=SimpleNamespace(compile_s=1.0),
                           sweeps=lambda exp, hot_first: iter([[1, 0], [0, 1]]))
     tried = []
 

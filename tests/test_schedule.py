@@ -112,10 +112,27 @@ def test_a_search_records_every_phase_and_where_the_budget_went():
     spent = sum(p["spent_s"] for p in res.phases)
     assert spent <= res.total_s + 1e-6 and spent >= 0.8 * res.total_s, (spent, res.total_s)
     assert 0.0 < res.candidate_s <= res.total_s and res.candidates_evaluated >= 1
+    augment = next(p for p in res.phases if p["name"] == "augment")
+    assert augment.get("beside") == "probe", augment  # matched while the worker compiled the original
     text = str(res)
-    assert "\n  probe" in text and "candidates" in text
+    assert "\n  probe" in text and "candidates" in text and "beside the probe" in text
     back = ProgramResult.from_record(res.to_record())
     assert back.to_record() == res.to_record()
+
+
+def test_a_phase_run_beside_another_counts_only_the_seconds_it_added():
+    s = Schedule(30.0)
+    t = time.perf_counter()
+    with s.phase("probe"):
+        time.sleep(0.3)  # the augment: 0.2 s while the probe's request ran, then 0.1 s past its end
+        s.beside("augment", 0.3, "probe", overran_s=0.1)
+    wall = time.perf_counter() - t
+    probe, augment = s.record("probe"), s.record("augment")
+    assert augment.spent_s == pytest.approx(0.1) and augment.beside_s == pytest.approx(0.2)
+    assert probe.spent_s + augment.spent_s == pytest.approx(wall, abs=1e-3)  # the records add up to the wall
+    assert "(and 0.2 s beside the probe)" in str(augment)
+    assert PhaseRecord.from_record(augment.to_record()).to_record() == augment.to_record()
+    assert s.noise_s() == pytest.approx(0.10 * 30.0)  # augment is done: the noise need not keep its share
 
 
 def test_xla_actions_have_one_name_and_the_old_one_warns():

@@ -16,11 +16,14 @@ budget and records each phase; no phase holds a budget fraction of its own.
 
 1. **probe**: the original is compiled and run once; its call time sizes the timing rounds
    and the input sets. A program that does not compile and run once in time is returned.
+   While the worker's process compiles it, this process matches the patterns (step 4's work,
+   recorded as augment's, "beside the probe").
 2. **originals**: the original's outputs on every input set (its example inputs, if any, and
    seeded random sets); a program whose outputs are NaN everywhere is not searched.
 3. **noise**: the original timed against itself; its steady call time sizes the later steps.
 4. **augment**: the patterns matched on the original once (hottest sites are not first: the
-   matching stops at its deadline and keeps what it found).
+   matching stops at its deadline and keeps what it found); beside the probe when the runner
+   is a worker process, here otherwise (an in-process runner's compile would share the IR).
 5. **profile**: one profile of the original orders the sites by their share of the run time,
    when the schedule can afford it (else the static estimate orders them).
 6. **search**: a strategy (by name, or "auto" by decision-space size) runs until the
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -122,6 +126,7 @@ class ProgramSearch:
         self.exits = contextlib.ExitStack()
         self.evaluator: Evaluator = None  # type: ignore[assignment]  # from the originals phase on
         self.ctx: _RecordingContext = None  # type: ignore[assignment]  # from the augment phase on
+        self.augmented: Program = None  # type: ignore[assignment]  # the original augmented (beside the probe)
         self.root: Any = None  # the root's Expansion, from the profile phase on
         self.searcher: Strategy | None = None  # the strategy, chosen in the profile phase
         self.best: Any = None  # the strategy's best Evaluation, from the search phase on
@@ -176,7 +181,9 @@ class ProgramSearch:
             if self.own_worker:
                 self.base_worker.close()
             res.total_s = s.elapsed()
-            res.cuts, res.phases = s.cuts(), [r.to_record() for r in s.phases]
+            order = {name: i for i, (name, _) in enumerate(PHASES)}  # augment ran beside the probe
+            records = sorted(s.phases, key=lambda r: order.get(r.name, len(order)))
+            res.cuts, res.phases = s.cuts(), [r.to_record() for r in records]
             res.candidate_s = s.candidate_s
             res.timing = self.timing
 
@@ -185,21 +192,27 @@ class ProgramSearch:
 
 def probe(run: ProgramSearch) -> bool:
     """Compile the original and run it once: its call time sizes every later step, and its
-    compile time (the worker's start not counted) the profile's and a candidate's estimates."""
+    compile time (the worker's start not counted) the profile's and a candidate's estimates.
+    While the worker compiles, the patterns are matched here (`_augment_beside`)."""
     s = run.schedule
-    try:
-        ready = getattr(run.base_worker, "ready", None)
-        if ready is not None:
-            ready(max(0.5, s.hard_deadline() - time.perf_counter()))
+    text, arrays = run.program.text(), _probe_inputs(run.program, run.options.seed)
+    waiting = _probe_beside(run, text, arrays) if isinstance(run.base_worker, Worker) else None
+    if waiting is None:
+        outcome = _compile_and_call(run, text, arrays)
+    else:
         t = time.perf_counter()
-        call_s = _probe(run.worker, run.program, run.options.seed, s.hard_deadline())
-    except CandidateError as e:
+        _augment_beside(run)
+        augment_end = time.perf_counter()
+        outcome = waiting()
+        s.beside("augment", augment_end - t, "probe", max(0.0, augment_end - outcome[2]))
+    call_s, probe_s, _end, error = outcome
+    if error is not None:
         if time.perf_counter() >= s.hard_deadline() - 0.5:
             s.cut("probe", f"the original's compile and first call did not end within "
                            f"{s.hard_deadline() - s.start:.1f} s of the budget")
             return run.keep_original("the budget ran out compiling the original")
-        return run.fail(f"the original does not run in the worker: {e}")
-    s.calibrate(probe_s=time.perf_counter() - t, call_s=call_s)
+        return run.fail(f"the original does not run in the worker: {error}")
+    s.calibrate(probe_s=probe_s, call_s=call_s)
     run.probe_pid = getattr(run.base_worker, "pid", None)
     run.timing, _ = s.pair_policy(run.options.timing)
     return True
@@ -245,7 +258,8 @@ def noise(run: ProgramSearch) -> bool:
 
 
 def augment_original(run: ProgramSearch) -> bool:
-    """The patterns matched on the original once, within the schedule's deadline."""
+    """The patterns matched on the original once, within the schedule's deadline (unless they
+    were matched beside the probe)."""
     s, o = run.schedule, run.options
     deadline = s.search_deadline(run.pair_s(), run.accept_reserve_s())
     bar = run.progress if isinstance(run.progress, Progress) else Progress(
@@ -254,13 +268,18 @@ def augment_original(run: ProgramSearch) -> bool:
                                 max_steps=o.max_steps, progress=bar, threshold=run.res.threshold,
                                 passes=run.offered, seed=o.seed)
     run.ctx.caches.compile_s = s.compile_s
-    if time.perf_counter() >= deadline:
-        s.cut("augment", f"no matching: measuring the original took {s.elapsed():.1f} s of the budget")
-        _augment_root(run.ctx, time.perf_counter(), s)  # the root then offers no rewrite
-        return True
-    until = s.augment_deadline()
-    s.record("augment").given_s = max(0.0, until - time.perf_counter())
-    _augment_root(run.ctx, until, s)
+    if run.augmented is None:
+        if time.perf_counter() >= deadline:
+            s.cut("augment", f"no matching: measuring the original took {s.elapsed():.1f} s of the budget")
+            until = time.perf_counter()  # the root then offers no rewrite
+        else:
+            until = s.augment_deadline()
+            s.record("augment").given_s = max(0.0, until - time.perf_counter())
+        _augment(run, until)
+    ctx = run.ctx
+    if ctx.root.hash not in ctx.caches.augmented:
+        ctx.caches.augmented[ctx.root.hash] = (run.augmented, list_alternatives(run.augmented))
+        ctx.caches.expansions += 1
     return True
 
 
@@ -497,30 +516,82 @@ def measure_sites(ctx: SearchContext, inputs, schedule: Schedule) -> str:
     return f"measured: {len(kept)} of {len(bounds)} sites above {site_heat.NEGLIGIBLE_TIME_FRACTION:.1%} of the time"
 
 
-def _augment_root(ctx: SearchContext, deadline: float, schedule: Schedule) -> None:
-    """Augment the original once, matching until `deadline` (the expansion of the root then
-    reads it from the shared caches); a cut is recorded with the share of ops matched."""
-    if ctx.root.hash in ctx.caches.augmented:
-        return
+def _augment(run: ProgramSearch, deadline: float) -> None:
+    """Match the patterns on the original until `deadline` (`run.augmented`; the root's
+    expansion then reads it); a cut is recorded with the share of ops matched."""
     stats = AugmentStats()
-    augmented = augment(ctx.original, list(ctx.patterns), stats=stats, deadline=deadline)
-    ctx.caches.augmented[ctx.root.hash] = (augmented, list_alternatives(augmented))
-    ctx.caches.expansions += 1
+    run.augmented = augment(run.program, resolve_patterns(run.options.patterns), stats=stats, deadline=deadline)
     if stats.scanned < stats.ops:
-        schedule.cut("augment", f"patterns matched on the first {stats.scanned} of {stats.ops} ops")
+        run.schedule.cut("augment", f"patterns matched on the first {stats.scanned} of {stats.ops} ops")
     if stats.unrecorded:
-        schedule.cut("augment", f"{stats.unrecorded} matched sites left unrecorded (the deadline came first)")
+        run.schedule.cut("augment", f"{stats.unrecorded} matched sites left unrecorded (the deadline came first)")
 
 
-def _probe(worker: Runner, program: Program, seed: int, deadline: float) -> float:
-    """Compile the original and run it once (on input set 0's arrays) before `deadline`; its
-    call time in seconds. The worker keeps the executable: the search's runs reuse it."""
-    key = f"{dag_hash(program)}-probe"
-    arrays = list(program.example_args) if program.example_args is not None else \
+def _augment_beside(run: ProgramSearch) -> None:
+    """Augment while the worker compiles the original: its share of the budget from now (the
+    probe's calibration is not needed to bound it)."""
+    until = run.schedule.augment_deadline()
+    run.schedule.record("augment").given_s = max(0.0, until - time.perf_counter())
+    _augment(run, until)
+
+
+ProbeOutcome = tuple[float, float, float, Any]  # call s, probe s, when it ended, the error or None
+
+
+def _compile_and_call(run: ProgramSearch, text: str, arrays: list) -> ProbeOutcome:
+    """The probe's request (on whichever thread calls it): wait for the worker's start (not
+    timed), then compile the original and call it once."""
+    s = run.schedule
+    try:
+        ready = getattr(run.base_worker, "ready", None)
+        if ready is not None:
+            ready(max(0.5, s.hard_deadline() - time.perf_counter()))
+        t = time.perf_counter()
+        call_s = _probe(run.worker, run.res.original_hash, text, arrays, s.hard_deadline())
+        end = time.perf_counter()
+        return call_s, end - t, end, None
+    except CandidateError as e:
+        return math.nan, math.nan, time.perf_counter(), e
+
+
+def _probe_beside(run: ProgramSearch, text: str, arrays: list) -> Callable[[], ProbeOutcome]:
+    """Start the probe on a thread (it only talks to the worker's process: no IR is touched
+    off this thread); the returned function waits for its outcome. The worker is started here,
+    on the main thread, so that it dies with this process."""
+    assert isinstance(run.base_worker, Worker), "only a worker process compiles beside this one"
+    run.base_worker.start()
+    box: list = []
+
+    def request() -> None:
+        try:
+            box.append(_compile_and_call(run, text, arrays))
+        except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
+            box.append(e)
+
+    thread = threading.Thread(target=request, name="shlo_env-probe", daemon=True)
+    thread.start()
+
+    def wait() -> ProbeOutcome:
+        thread.join()
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+    return wait
+
+
+def _probe_inputs(program: Program, seed: int) -> list:
+    """Input set 0's arrays: the example inputs, or the first seeded random set."""
+    return list(program.example_args) if program.example_args is not None else \
         runtime.random_inputs(program.in_specs, seed)
+
+
+def _probe(worker: Runner, original_hash: str, text: str, arrays: list, deadline: float) -> float:
+    """Compile the original (`text`) and run it once on `arrays` before `deadline`; its call
+    time in seconds. The worker keeps the executable: the search's runs reuse it."""
+    key = f"{original_hash}-probe"
     worker.set_inputs(key, arrays)
     try:
-        (t,) = worker.time([program.text()], key, PROBE, timeout_s=max(0.5, deadline - time.perf_counter()))
+        (t,) = worker.time([text], key, PROBE, timeout_s=max(0.5, deadline - time.perf_counter()))
     finally:
         drop = getattr(worker, "drop_inputs", None)
         if drop is not None:

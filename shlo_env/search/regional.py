@@ -68,6 +68,7 @@ from shlo_env.rewrite.region_cut import Candidate, Region, RegionError
 from shlo_env.measure.region_timing import RegionResult
 from shlo_env.execute.runners import CandidateError
 from shlo_env.search.base import Expansion, SearchContext, State, Strategy, register_strategy, sweep_label
+from shlo_env.measure.timing_policy import policy_seconds
 from shlo_env.search.evaluator import Evaluation
 from shlo_env.search import site_heat
 from shlo_env.search.schedule import Schedule
@@ -146,12 +147,12 @@ class Regional(Strategy):
         self.info["sites"] = len(sites)
         state, ratio = start, self.start_ratio(ctx, start)
         vec = [0] * len(exp.dims)
-        self.reserve = Schedule.sweeps_s(ctx.time_left())  # the sweeps' (step 5)
+        self.reserve = self._sweeps_reserve(ctx)  # the sweeps' (step 5)
         self.helpers = self._start_helpers(ctx)
         try:
             for todo, defer in ((sites, True), (self.deferred, False)):
                 for i in range(0, len(todo), self.batch):
-                    if ctx.out_of_time() or ctx.time_left() < self.reserve:
+                    if ctx.out_of_time() or self._whole_time_left(ctx) < self.reserve:
                         break
                     chunk = todo[i:i + self.batch]
                     winners = self._judge(ctx, exp, aug, chunk, bounds, prof, counts, defer)
@@ -354,8 +355,8 @@ class Regional(Strategy):
         # regions judged at once: a round of compiles on every worker (`region.judge_groups`)
         step = (1 + len(self.helpers)) * region_timing.COMPILES_PER_ROUND if self.helpers else 1
         for k in range(0, len(cut), step):
-            if ctx.out_of_time() or ctx.time_left() < self.reserve or (
-                    self._assemblable(ctx, winners) and ctx.time_left() < self.reserve + self._whole_estimate(ctx)):
+            if ctx.out_of_time() or self._whole_time_left(ctx) < self.reserve or (
+                    self._assemblable(ctx, winners) and self._whole_time_left(ctx) < self.reserve + self._whole_estimate(ctx)):
                 break  # the sweeps' time has come, or what is left before it must assemble the winners
             # each region against itself first: its own noise, then every alternative of its site
             with self._timer("inputs"):
@@ -410,7 +411,14 @@ class Regional(Strategy):
             return stats.seconds / stats.evaluated
         compile_s = getattr(ctx.caches, "compile_s", 0.0)  # the probe's, measured
         if compile_s > 0:
-            return 2.0 * compile_s  # the candidate's compile, then its runs and timing
+            ev = ctx.evaluator
+            call_s = getattr(ev, "baseline_s", math.nan)
+            twice = 2.0 * compile_s  # the candidate's compile, then its runs and timing
+            if not call_s > 0:
+                return twice
+            # or its compile, its runs on every input set and one timing beside the original,
+            # where those are longer (a rewritten program compiles slower as often as faster)
+            return max(twice, compile_s + ev.num_input_sets * call_s + policy_seconds(ev.timing, call_s))
         return COMPILE_S_PER_OP * ctx.original.num_ops()
 
     def _inputs(self, ctx: SearchContext, aug, regions: list[Region]) -> list:
@@ -472,7 +480,7 @@ class Regional(Strategy):
         kept for the sweeps: a sweep takes the same rewrite at this site and all others)."""
         best: Winner | None = None
         for choice in range(1, exp.dims[site].num_choices):
-            if ctx.out_of_time() or ctx.time_left() < self.reserve:
+            if ctx.out_of_time() or self._whole_time_left(ctx) < self.reserve:
                 break
             vec = [0] * len(exp.dims)
             vec[site] = choice
@@ -500,7 +508,7 @@ class Regional(Strategy):
                 break
             one = group[0]
             lead = self._lead(exp, one, vec) if len(group) == 1 else None
-            if lead is None and ctx.time_left() < self.reserve:
+            if lead is None and self._whole_time_left(ctx) < self.reserve:
                 continue  # the sweeps' time: a lead is a sweep, with the best evidence of any
             if lead is not None:
                 self.led.add(one.label)
@@ -538,13 +546,33 @@ class Regional(Strategy):
 
     def _fits(self, ctx: SearchContext) -> bool:
         """Whether a whole-program evaluation can end before the search's deadline: the time
-        left is at least the fastest one so far. One that cannot is cut at the deadline and
-        its worker restarted, and the runner's confirmation then pays that restart again."""
-        if not self.whole_s or ctx.time_left() >= min(self.whole_s):
+        left is at least the fastest one so far (before the first, the estimate). One that
+        cannot is cut at the deadline and its worker restarted, and the runner's confirmation
+        then pays that restart again."""
+        need = min(self.whole_s) if self.whole_s else self._whole_estimate(ctx)
+        left = self._whole_time_left(ctx)
+        if left >= need:
             return True
-        self.info["stopped"] = (f"{ctx.time_left():.1f} s left, a whole-program evaluation took "
-                                f"{min(self.whole_s):.1f} s or more")
+        self.info["stopped"] = f"{left:.1f} s left, a whole-program evaluation takes {need:.1f} s or more"
         return False
+
+    @staticmethod
+    def _whole_time_left(ctx: SearchContext) -> float:
+        """Seconds a whole-program evaluation may take: to the search's deadline, and no later
+        than the evaluator's hard deadline (its requests are cut there)."""
+        hard = getattr(ctx.evaluator, "hard_deadline", None)
+        left = ctx.time_left()
+        return left if hard is None else min(left, hard - time.perf_counter())
+
+    def _sweeps_reserve(self, ctx: SearchContext) -> float:
+        """Seconds the judging leaves for the sweeps: their share of the time left, at least
+        one whole-program evaluation; none when the time left does not hold two of those (no
+        sweep could end: the regions take the time, and winners still get their assembly)."""
+        share, whole = Schedule.sweeps_s(ctx.time_left()), self._whole_estimate(ctx)
+        whole += max(1.0, 0.1 * whole)  # the judging stops between its steps: one may run over
+        if share >= whole:
+            return share
+        return whole if self._whole_time_left(ctx) >= 2 * whole else 0.0
 
     def _detectable(self, ctx: SearchContext) -> float:
         """The smallest whole-program gain the acceptance rule takes (`ctx.threshold`): a

@@ -72,26 +72,33 @@ FIXED_PHASES = ("probe", "originals", "noise", "augment", "profile")
 
 @dataclasses.dataclass
 class PhaseRecord:
-    """What one phase was given (seconds; nan: bounded only by a deadline), spent, and cut."""
+    """What one phase was given (seconds; nan: bounded only by a deadline), spent, and cut.
+    `beside_s`: seconds it ran while an earlier phase (`beside`) waited on the worker; they are
+    not in `spent_s`, so that the records add up to the search's wall time."""
 
     name: str
     given_s: float = math.nan
     spent_s: float = 0.0
     cut: str = ""
+    beside_s: float = 0.0
+    beside: str = ""
 
     def to_record(self) -> dict:
         return {"name": self.name, "given_s": None if math.isnan(self.given_s) else round(self.given_s, 3),
-                "spent_s": round(self.spent_s, 3), "cut": self.cut}
+                "spent_s": round(self.spent_s, 3), "cut": self.cut,
+                **({"beside_s": round(self.beside_s, 3), "beside": self.beside} if self.beside else {})}
 
     @classmethod
     def from_record(cls, d: dict) -> "PhaseRecord":
         given = d.get("given_s")
         return cls(d["name"], math.nan if given is None else float(given), float(d.get("spent_s", 0.0)),
-                   d.get("cut", ""))
+                   d.get("cut", ""), float(d.get("beside_s", 0.0)), d.get("beside", ""))
 
     def __str__(self) -> str:
         given = "" if math.isnan(self.given_s) else f" of {self.given_s:.1f} s"
-        return f"{self.name:<11} {self.spent_s:6.1f} s{given}" + (f"; cut: {self.cut}" if self.cut else "")
+        beside = f" (and {self.beside_s:.1f} s beside the {self.beside})" if self.beside else ""
+        return (f"{self.name:<11} {self.spent_s:6.1f} s{given}{beside}"
+                + (f"; cut: {self.cut}" if self.cut else ""))
 
 
 class Schedule:
@@ -129,6 +136,15 @@ class Schedule:
                 return r
         self.phases.append(PhaseRecord(name))
         return self.phases[-1]
+
+    def beside(self, name: str, seconds: float, during: str, overran_s: float) -> None:
+        """Phase `name` ran `seconds` on this thread while phase `during` waited on the worker,
+        and went on `overran_s` past it: those seconds are `name`'s, not `during`'s (call it
+        inside `during`'s block)."""
+        self.record(during).spent_s -= overran_s
+        r = self.record(name)
+        r.spent_s += overran_s
+        r.beside_s, r.beside = max(0.0, seconds - overran_s), during
 
     def cut(self, name: str, why: str) -> None:
         """Phase `name` did less than it would have, because `why` (empty: nothing)."""
@@ -213,7 +229,8 @@ class Schedule:
     def noise_s(self) -> float:
         """The noise measurement's seconds (it takes one timing at least): `NOISE` of the
         budget, less where the fixed phases' share is spent, keeping the augment's share."""
-        augment_s = 0.0 if self.record("augment").spent_s else AUGMENT * self.total_s
+        done = self.record("augment").spent_s or self.record("augment").beside
+        augment_s = 0.0 if done else AUGMENT * self.total_s
         return max(0.0, min(NOISE * self.total_s, self.fixed_left() - augment_s))
 
     def augment_deadline(self) -> float:
