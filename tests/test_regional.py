@@ -168,9 +168,9 @@ def test_no_whole_program_evaluation_starts_that_cannot_end_before_the_evaluator
     assert not strat._fits(ctx) and "takes" in strat.info["stopped"]
     ev.hard_deadline = time.perf_counter() + 100.0
     assert strat._fits(ctx)
-    # 16 s left: 30 % of it for the sweeps is less than one evaluation, and two do not fit
-    assert strat._sweeps_reserve(ctx) == 0.0
     one = estimate + max(1.0, 0.1 * estimate)  # with a judging step's margin
+    left["open"] = 1.4 * one  # one evaluation fits, and little else: no sweep, the regions take it
+    assert strat._sweeps_reserve(ctx) == 0.0
     left["open"] = 2.5 * one  # room for judging and one sweep: the reserve is one evaluation
     assert strat._sweeps_reserve(ctx) == pytest.approx(one)
     left["open"] = 400.0  # the sweeps' share is more than one evaluation

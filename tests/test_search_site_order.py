@@ -11,7 +11,8 @@ from shlo_env.ir.program import lower
 from shlo_env.search import site_heat
 from shlo_env.search.base import SearchContext
 from shlo_env.search.evaluator import Evaluator
-from shlo_env.search.program_search import _augment_root, measure_sites
+from shlo_env.rewrite.driver import augment, list_alternatives
+from shlo_env.search.program_search import measure_sites
 from shlo_env.search.schedule import Schedule
 from shlo_env.execute.runners import InProcess
 from test_search_acceptance import TanhTimesOne  # one site per tanh
@@ -31,7 +32,8 @@ def test_the_hot_site_is_tried_first_and_the_cold_one_skipped():
         ctx = SearchContext(p, [TanhTimesOne()], evaluator, deadline=time.perf_counter() + 60)
         plan = Schedule(60.0)
         plan.calibrate(probe_s=0.1, call_s=1e-3)
-        _augment_root(ctx, time.perf_counter() + 30, plan)
+        augmented = augment(ctx.original, list(ctx.patterns), deadline=time.perf_counter() + 30)
+        ctx.caches.augmented[ctx.root.hash] = (augmented, list_alternatives(augmented))
         order = measure_sites(ctx, None, plan)
         cuts = plan.cuts()
         exp = ctx.expand(ctx.root)
@@ -54,6 +56,21 @@ def test_no_profile_when_the_budget_cannot_afford_it():
     assert plan.profile_allowed(site_heat.profile_cost_s(compile_s=0.2, call_s=1e-3))[0]
     ok, why = plan.profile_allowed(site_heat.profile_cost_s(compile_s=0.5, call_s=4.0))  # a 4 s call
     assert not ok and f"{schedule.PROFILE * 30:.1f} s allowed" in why
+
+
+def test_the_strategys_own_estimate_of_the_profile_can_rule_it_out():
+    """A train step's profile took 12.5 s where the probe predicted at most 9 (the fixed phases'
+    share at budget 60): the strategy's estimate, sized from the program, counts too."""
+    p = lower(lambda a: jnp.tanh(a) * 1.0, np.ones((8,), np.float32), name="one_site")
+    with Evaluator(p, worker=InProcess(), num_random=0) as evaluator:
+        ctx = SearchContext(p, [TanhTimesOne()], evaluator, deadline=time.perf_counter() + 60)
+        plan = Schedule(60.0)
+        plan.calibrate(probe_s=0.1, call_s=1e-3)
+        augmented = augment(ctx.original, list(ctx.patterns), deadline=time.perf_counter() + 30)
+        ctx.caches.augmented[ctx.root.hash] = (augmented, list_alternatives(augmented))
+        assert measure_sites(ctx, None, plan, at_least_s=16.3) == "static"
+        assert any("about 16.3 s" in c or "16.3" in c for c in plan.cuts()), plan.cuts()
+        assert measure_sites(ctx, None, plan, at_least_s=0.5).startswith("measured")
 
 
 def test_a_site_is_skipped_only_when_measured_and_static_weights_agree_it_is_cold():

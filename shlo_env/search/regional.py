@@ -566,13 +566,12 @@ class Regional(Strategy):
 
     def _sweeps_reserve(self, ctx: SearchContext) -> float:
         """Seconds the judging leaves for the sweeps: their share of the time left, at least
-        one whole-program evaluation; none when the time left does not hold two of those (no
-        sweep could end: the regions take the time, and winners still get their assembly)."""
+        one whole-program evaluation; none when the time left holds less than one and a half
+        of those (a sweep would leave the regions next to nothing: they take the time, and a
+        winner still gets its whole-program trial)."""
         share, whole = Schedule.sweeps_s(ctx.time_left()), self._whole_estimate(ctx)
         whole += max(1.0, 0.1 * whole)  # the judging stops between its steps: one may run over
-        if share >= whole:
-            return share
-        return whole if self._whole_time_left(ctx) >= 2 * whole else 0.0
+        return max(share, whole) if self._whole_time_left(ctx) >= 1.5 * whole else 0.0
 
     def _detectable(self, ctx: SearchContext) -> float:
         """The smallest whole-program gain the acceptance rule takes (`ctx.threshold`): a
