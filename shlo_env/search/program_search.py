@@ -193,13 +193,17 @@ class ProgramSearch:
 def probe(run: ProgramSearch) -> bool:
     """Compile the original and run it once: its call time sizes every later step, and its
     compile time (the worker's start not counted) the profile's and a candidate's estimates.
-    While the worker compiles, the patterns are matched here (`_augment_beside`)."""
+    While a worker process compiles it, the patterns are matched here (`_augment_beside`)."""
     s = run.schedule
     text, arrays = run.program.text(), _probe_inputs(run.program, run.options.seed)
-    waiting = _probe_beside(run, text, arrays) if isinstance(run.base_worker, Worker) else None
-    if waiting is None:
+    if not isinstance(run.base_worker, Worker):
         outcome = _compile_and_call(run, text, arrays)
     else:
+        try:
+            run.base_worker.start()  # here, on the main thread, so that it dies with this process
+        except CandidateError as e:
+            return _probe_failed(run, e)
+        waiting = _probe_beside(run, text, arrays)
         t = time.perf_counter()
         _augment_beside(run)
         augment_end = time.perf_counter()
@@ -207,15 +211,21 @@ def probe(run: ProgramSearch) -> bool:
         s.beside("augment", augment_end - t, "probe", max(0.0, augment_end - outcome[2]))
     call_s, probe_s, _end, error = outcome
     if error is not None:
-        if time.perf_counter() >= s.hard_deadline() - 0.5:
-            s.cut("probe", f"the original's compile and first call did not end within "
-                           f"{s.hard_deadline() - s.start:.1f} s of the budget")
-            return run.keep_original("the budget ran out compiling the original")
-        return run.fail(f"the original does not run in the worker: {error}")
+        return _probe_failed(run, error)
     s.calibrate(probe_s=probe_s, call_s=call_s)
     run.probe_pid = getattr(run.base_worker, "pid", None)
     run.timing, _ = s.pair_policy(run.options.timing)
     return True
+
+
+def _probe_failed(run: ProgramSearch, error: CandidateError) -> bool:
+    """The original did not compile and run once: the budget's end, or an error."""
+    s = run.schedule
+    if time.perf_counter() >= s.hard_deadline() - 0.5:
+        s.cut("probe", f"the original's compile and first call did not end within "
+                       f"{s.hard_deadline() - s.start:.1f} s of the budget")
+        return run.keep_original("the budget ran out compiling the original")
+    return run.fail(f"the original does not run in the worker: {error}")
 
 
 def originals(run: ProgramSearch) -> bool:
@@ -562,10 +572,7 @@ def _compile_and_call(run: ProgramSearch, text: str, arrays: list) -> ProbeOutco
 
 def _probe_beside(run: ProgramSearch, text: str, arrays: list) -> Callable[[], ProbeOutcome]:
     """Start the probe on a thread (it only talks to the worker's process: no IR is touched
-    off this thread); the returned function waits for its outcome. The worker is started here,
-    on the main thread, so that it dies with this process."""
-    assert isinstance(run.base_worker, Worker), "only a worker process compiles beside this one"
-    run.base_worker.start()
+    off this thread); the returned function waits for its outcome."""
     box: list = []
 
     def request() -> None:
