@@ -18,6 +18,12 @@ from shlo_env.execute.runners import InProcess
 from test_search_acceptance import TanhTimesOne  # one site per tanh
 
 
+def _augment_root(ctx):
+    """The original augmented once, where the root's expansion reads it (as the augment phase does)."""
+    augmented = augment(ctx.original, list(ctx.patterns), deadline=time.perf_counter() + 30)
+    ctx.caches.augmented[ctx.root.hash] = (augmented, list_alternatives(augmented))
+
+
 def _sites_tried(ctx, exp, hot_first=True):
     return [next(i for i, c in enumerate(v) if c) for v in ctx.singles(exp, hot_first)]
 
@@ -32,8 +38,7 @@ def test_the_hot_site_is_tried_first_and_the_cold_one_skipped():
         ctx = SearchContext(p, [TanhTimesOne()], evaluator, deadline=time.perf_counter() + 60)
         plan = Schedule(60.0)
         plan.calibrate(probe_s=0.1, call_s=1e-3)
-        augmented = augment(ctx.original, list(ctx.patterns), deadline=time.perf_counter() + 30)
-        ctx.caches.augmented[ctx.root.hash] = (augmented, list_alternatives(augmented))
+        _augment_root(ctx)
         order = measure_sites(ctx, None, plan)
         cuts = plan.cuts()
         exp = ctx.expand(ctx.root)
@@ -66,8 +71,7 @@ def test_the_strategys_own_estimate_of_the_profile_can_rule_it_out():
         ctx = SearchContext(p, [TanhTimesOne()], evaluator, deadline=time.perf_counter() + 60)
         plan = Schedule(60.0)
         plan.calibrate(probe_s=0.1, call_s=1e-3)
-        augmented = augment(ctx.original, list(ctx.patterns), deadline=time.perf_counter() + 30)
-        ctx.caches.augmented[ctx.root.hash] = (augmented, list_alternatives(augmented))
+        _augment_root(ctx)
         assert measure_sites(ctx, None, plan, at_least_s=16.3) == "static"
         assert any("about 16.3 s" in c or "16.3" in c for c in plan.cuts()), plan.cuts()
         assert measure_sites(ctx, None, plan, at_least_s=0.5).startswith("measured")

@@ -565,13 +565,10 @@ class Regional(Strategy):
         return left if hard is None else min(left, hard - time.perf_counter())
 
     def _sweeps_reserve(self, ctx: SearchContext) -> float:
-        """Seconds the judging leaves for the sweeps: their share of the time left, at least
-        one whole-program evaluation; none when the time left holds less than one and a half
-        of those (a sweep would leave the regions next to nothing: they take the time, and a
-        winner still gets its whole-program trial)."""
-        share, whole = Schedule.sweeps_s(ctx.time_left()), self._whole_estimate(ctx)
-        whole += max(1.0, 0.1 * whole)  # the judging stops between its steps: one may run over
-        return max(share, whole) if self._whole_time_left(ctx) >= 1.5 * whole else 0.0
+        """Seconds the judging leaves for the sweeps (`Schedule.sweeps_reserve_s`): none where
+        a sweep would leave the regions next to nothing (they take the time, and a winner still
+        gets its whole-program trial)."""
+        return Schedule.sweeps_reserve_s(ctx.time_left(), self._whole_time_left(ctx), self._whole_estimate(ctx))
 
     def _detectable(self, ctx: SearchContext) -> float:
         """The smallest whole-program gain the acceptance rule takes (`ctx.threshold`): a

@@ -22,7 +22,7 @@ The shares, in one table (fractions of the whole budget unless the name says oth
 | `ACCEPT_OF_LEFT` 0.80 | time left before the hard deadline | the paired test (the rest: the check's reference) |
 | `CHILD_AUGMENT` 0.20 | search time left | matching the patterns on one searched state |
 | `REGION_PROFILE` 0.35 | search time left | the regional strategy's profile |
-| `SWEEPS` 0.30 | search time left after the profile | the regional strategy's sweeps |
+| `SWEEPS` 0.30 | search time left after the profile | the regional strategy's sweeps (at least one whole-program evaluation, and `SWEEP_MARGIN` of one; none where the time left holds less than `SWEEP_ROOM` of them) |
 | `STEP` 0.50 | search time left | one MCTS step before it acts |
 | `COMPILE_RANK` 0.50 | search time left | the learned strategy's ranking by compiled executables |
 | `OPTION_SCREEN` 0.35 | search time left | screening XLA options before the rewrites |
@@ -54,6 +54,8 @@ RESERVE_MAX = 0.25  # of the budget: kept after the search for confirming and me
 CHILD_AUGMENT = 0.20
 REGION_PROFILE = 0.35
 SWEEPS = 0.30
+SWEEP_MARGIN = 0.10  # of a whole-program evaluation: kept past the sweeps' reserve for a judging step
+SWEEP_ROOM = 1.5  # whole-program evaluations the time left must hold for a sweeps reserve at all
 STEP = 0.50
 COMPILE_RANK = 0.50
 OPTION_SCREEN = 0.35
@@ -291,6 +293,14 @@ class Schedule:
     def sweeps_s(left_s: float) -> float:
         """Seconds kept for sweeps (each rewrite at all its sites, judged on the whole program)."""
         return SWEEPS * max(0.0, left_s)
+
+    @staticmethod
+    def sweeps_reserve_s(left_s: float, whole_left_s: float, whole_s: float) -> float:
+        """Seconds a search keeps for its sweeps out of `left_s`: their share, at least one
+        whole-program evaluation of `whole_s` (with a judging step's margin); none when the
+        `whole_left_s` whole evaluations may still use holds less than `SWEEP_ROOM` of those."""
+        whole = whole_s + max(1.0, SWEEP_MARGIN * whole_s)  # the judging stops between its steps
+        return max(SWEEPS * max(0.0, left_s), whole) if whole_left_s >= SWEEP_ROOM * whole else 0.0
 
     @staticmethod
     def step_s(left_s: float) -> float:
