@@ -30,6 +30,10 @@ same for a loss: the kinds and patterns whose removal makes the output faster.
 
 `--save DIR` keeps each subset's output in DIR (named by a hash of the pipeline) and reuses it
 when the same subset runs again.
+
+`--after PATTERNS` asks what the peer still gains beyond our rewrites: the named patterns of ours
+are first taken at every site (again on the result, until none matches), and that program is
+the "original" every subset starts from and is timed against.
 """
 
 from __future__ import annotations
@@ -151,6 +155,25 @@ def run_subset(label: str, pipeline: str, program, inputs, original_outs, refere
     return rec
 
 
+def everywhere(program, patterns: list[str], rounds: int = 4):
+    """`program` with `patterns` (ours) taken at every site they match, again on the result
+    until none matches or `rounds` run out."""
+    import warnings
+
+    from shlo_env.rewrite import driver
+
+    for _ in range(rounds):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            aug = driver.augment(program, patterns)
+        alts = driver.list_alternatives(aug)
+        picks = [next((i for i, label in enumerate(a.labels) if i and label in patterns), 0) for a in alts]
+        if not any(picks):
+            break
+        program = driver.strip(driver.apply(aug, picks))
+    return program
+
+
 def hash_text(text: str) -> str:
     import hashlib
 
@@ -201,6 +224,8 @@ def main(argv=None) -> int:
     ap.add_argument("--slower", action="store_true",
                     help="bisect what makes the pipeline's output slower: the kinds whose removal lowers the ratio")
     ap.add_argument("--kinds", default="", help="bisect only these kinds (comma-separated prefixes)")
+    ap.add_argument("--after", default="", metavar="PATTERNS",
+                    help="ours first: these patterns (comma-separated) at every site; the peer starts from that")
     ap.add_argument("--json", default=None)
     ap.add_argument("--save", default=None, metavar="DIR",
                     help="keep each subset's output in DIR and reuse it when the same subset runs again")
@@ -223,6 +248,12 @@ def main(argv=None) -> int:
     if not found:
         raise SystemExit(f"vs_enzyme_bisect: no program {entry!r} in the {dataset} dataset")
     [(name, program, inputs, _)] = found
+    if args.after:
+        ours = [p.strip() for p in args.after.split(",") if p.strip()]
+        before = program.num_ops()
+        program = everywhere(program, ours)
+        log(f"{name}: ours first ({', '.join(ours)} at every site: {len(program.applied)} "
+            f"rewrites, {before} -> {program.num_ops()} ops); the ratios below are against that program")
     full = vs_enzyme.default_pipeline()
     names = pattern_names(full)
     kinds: dict[str, list[str]] = {}
