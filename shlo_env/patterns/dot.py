@@ -13,8 +13,8 @@ from jaxlib.mlir import ir
 from shlo_env.patterns import match_cache as mc
 from shlo_env.patterns.base import Match, Numerics, Pattern, register
 from shlo_env.patterns.matching import (
-    DotDims, broadcast_dims, commuted, concat_dim, dot_dims, i64s, matmul_flops, matmul_operands,
-    permutation, producer, scalar_operand, single_use, splat_value,
+    DotDims, ancestors_since, broadcast_dims, commuted, concat_dim, dot_dims, i64s, matmul_flops, matmul_operands,
+    operand_ancestors_since, permutation, producer, scalar_operand, single_use, splat_value,
 )
 from shlo_env.ir.tensor_types import element_type_of, is_float, shape_of
 
@@ -432,6 +432,95 @@ class MergeDotsSharingRhs(Pattern):
         m2 = shape_of(m.a2.type)[0]
         y = b.matmul(b.concat([m.a1, m.a2], 0), m.w, like=m.like)
         return [b.slice_dim(y, 0, 0, m1), b.slice_dim(y, 0, m1, m1 + m2)]
+
+
+#: Most products stacked into one, and ops walked to tell whether one reads another (as batching).
+MAX_STACK = 16
+MAX_STACK_CONE = 32
+
+
+def _row_product(op):
+    """(rows, w, contract) when `op` is rows·W with W a rank-2 operand: rows a vector or a
+    matrix contracting its last dim with W's dim `contract` (0, or 1 for rows·Wᵀ), no batch
+    dims, one dtype throughout."""
+    if "algorithm" in op.operation.attributes:
+        return None
+    rows, w = op.operands
+    sr, sw = shape_of(rows.type), shape_of(w.type)
+    if len(sw) != 2 or len(sr) not in (1, 2) or not all(n >= 0 for n in sr + sw):
+        return None
+    d = dot_dims(op)
+    if d.lhs_batch or d.lhs_contract != [len(sr) - 1] or d.rhs_contract not in ([0], [1]):
+        return None
+    if not element_type_of(rows.type) == element_type_of(w.type) == element_type_of(op.result.type):
+        return None
+    return rows, w, d.rhs_contract[0]
+
+
+def _products_on(op, w, contract: int, rows_type):
+    """The other products rows·W in `op`'s block on the same W, rows of the same type."""
+    for user in mc.users(w):
+        if user == op.operation or user.name != "stablehlo.dot_general" or user.block != op.operation.block:
+            continue
+        other = _row_product(mc.view(user))
+        if other is not None and other[1] == w and other[2] == contract and other[0].type == rows_type:
+            yield user
+
+
+@register
+class StackDotsSharingRhs(Pattern):
+    """v1·W, ..., vN·W -> [v1; ...; vN]·W sliced back apart, when no vi reads another's product: W
+    is read once instead of N times.
+
+    The input projections of an unrolled recurrent cell, one layer applied to several inputs; the
+    rows are vectors or row blocks, W may enter transposed. `merge_dots_sharing_rhs` is the case
+    of two row blocks.
+    """
+
+    root = "stablehlo.dot_general"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        mine = _row_product(op)
+        if mine is None:
+            return None
+        rows, w, contract = mine
+        members, cones = [op], [ancestors_since(op.operands, op, MAX_STACK_CONE)]
+        if cones[0] is None:
+            return None
+        later = []
+        for user in _products_on(op, w, contract, rows.type):
+            if not op.operation.is_before_in_block(user):
+                # an earlier product that `op` does not read leads the stack `op` belongs to
+                cone = operand_ancestors_since(op, user, MAX_STACK_CONE)
+                if cone is not None and user not in cone:
+                    return None
+            else:
+                later.append(user)
+        for user in later:
+            cone = operand_ancestors_since(user, op, MAX_STACK_CONE)
+            if cone is None or any(m.operation in cone for m in members) or any(user in c for c in cones):
+                continue
+            members.append(mc.view(user))
+            cones.append(cone)
+            if len(members) == MAX_STACK:
+                break
+        if len(members) < (2 if len(shape_of(rows.type)) == 1 else 3):
+            return None  # two row blocks: merge_dots_sharing_rhs
+        return Match(roots=[m.result for m in members], rows=[m.operands[0] for m in members], w=w,
+                     contract=contract, like=op)
+
+    def rewrite(self, b, m):
+        shape = shape_of(m.rows[0].type)
+        k = shape[-1]
+        block = [1, k] if len(shape) == 1 else list(shape)
+        y = b.dot(b.concat([b.reshape(r, block) for r in m.rows], 0), m.w, ((1,), (m.contract,)), like=m.like)
+        n = shape_of(y.type)[1]
+        out = []
+        for i in range(len(m.rows)):
+            part = b.slice_dim(y, 0, i * block[0], (i + 1) * block[0])
+            out.append(b.reshape(part, [n]) if len(shape) == 1 else part)
+        return out
 
 
 @register

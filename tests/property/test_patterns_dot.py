@@ -62,6 +62,26 @@ def _merge_rhs(draw):
     return (lambda a1, a2, w: (a1 @ w, a2 @ w * 2.0)), [(m1, k), (m2, k), (k, n)]
 
 
+def _stack_rhs(draw):
+    """An unrolled recurrence: each step's input projection x_t·W is independent of the others,
+    the state's h·U is not (a product that reads an earlier one is never stacked with it)."""
+    t, k, n = draw(st.integers(2, 4)), draw(N), draw(N)
+    transposed = draw(st.booleans())
+    rows = draw(st.sampled_from([(), (2,)]))  # vectors, or row blocks (then three or more steps)
+    t = max(t, 3) if rows else t
+
+    def project(x, w):  # x·W, or x·Wᵀ contracting W's dim 1 (as a PyTorch linear layer)
+        return lax.dot_general(x, w, (((x.ndim - 1,), (1,)), ((), ()))) if transposed else x @ w
+
+    def fn(xs, w, u):
+        h = jnp.zeros(rows + (n,), xs.dtype)
+        for i in range(t):
+            h = jnp.tanh(project(xs[i], w) + h @ u)
+        return h
+
+    return fn, [(t,) + rows + (k,), (n, k) if transposed else (k, n), (n, n)]
+
+
 def _split_over_concat(draw):
     m, k, n1, n2 = draw(N), draw(N), draw(N), draw(N)
     if draw(st.booleans()):
@@ -164,6 +184,7 @@ CASES = {
     D.ReduceThroughDot: _reduce_through_dot,
     D.MergeDotsSharingLhs: _merge_lhs,
     D.MergeDotsSharingRhs: _merge_rhs,
+    D.StackDotsSharingRhs: _stack_rhs,
     D.SplitDotOverConcat: _split_over_concat,
     D.SliceThroughDot: _slice_through_dot,
     D.FoldTransposeIntoDotLhs: _fold_lhs,
@@ -181,3 +202,25 @@ CASES = {
 def test_pattern(pattern):
     res = check_pattern(pattern, programs(CASES[pattern]), max_examples=50)
     assert res.num_alternatives >= 25, f"{pattern.name} fired on only {res.num_alternatives} of 50 programs"
+
+
+def test_a_stack_takes_every_independent_product_once_and_no_product_that_reads_another():
+    """An unrolled recurrence of 4 steps: the 4 input projections x_t·W form one stack (led by
+    the first; the later ones start none of their own), and the state's h·U products, each
+    reading the one before, form none."""
+    import numpy as np
+
+    import shlo_env as se
+    from shlo_env.ir.program import lower
+
+    def fn(xs, w, u):
+        h = jnp.zeros((5,), xs.dtype)
+        for t in range(4):
+            h = jnp.tanh(xs[t] @ w + h @ u)
+        return h
+
+    args = [np.ones(s, np.float32) for s in [(4, 3), (3, 5), (5, 5)]]
+    aug = se.augment(lower(fn, *args), ["stack_dots_sharing_rhs"])
+    alts = se.list_alternatives(aug)
+    assert len(alts) == 1
+    assert len(alts[0].op.results) == 4
