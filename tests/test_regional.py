@@ -434,11 +434,16 @@ def test_a_large_region_that_costs_more_than_a_whole_evaluation_is_left_to_the_s
     strat.region_cost = [3.0, 600]  # the rounds so far: 5 ms per region op
     strat.deferred_ops = {4: 300, 5: 500, 6: 0}  # 1.5 s, 2.5 s, and a fallback site (no region)
     counts = {"left_to_sweeps": 0}
-    ctx = SimpleNamespace(evaluator=SimpleNamespace(stats=None))
+    ctx = SimpleNamespace(evaluator=SimpleNamespace(stats=None), original=SimpleNamespace(num_ops=lambda: 800))
     assert strat._worth_a_region(ctx, [4, 5, 6], counts) == [4, 6]
     assert counts["left_to_sweeps"] == 1
-    strat.region_cost = [0.0, 0]  # no round judged yet: nothing to estimate from, all are judged
-    assert strat._worth_a_region(ctx, [4, 5, 6], counts) == [4, 5, 6]
+    # no round judged yet: a region op costs two compiles at the whole program's rate (2 x 2 s
+    # for 800 ops: 5 ms), so a region of most of the program is not judged (nasrnn's gradient)
+    strat.region_cost = [0.0, 0]
+    assert strat._worth_a_region(ctx, [4, 5, 6], counts) == [4, 6]
+    strat.deferred_ops = {4: 300, 5: 790, 6: 0}
+    assert strat._worth_a_region(ctx, [4, 5, 6], counts) == [4, 6]
+    strat.deferred_ops = {4: 300, 5: 500, 6: 0}
 
     # the deferred sites' turn: only those worth a region are cut at all
     strat.region_cost = [3.0, 600]

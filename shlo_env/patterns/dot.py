@@ -743,6 +743,110 @@ class DotOverContractingConcat(Pattern):
         return total
 
 
+#: Most terms of one sum gathered into one product.
+MAX_SUM_TERMS = 32
+
+
+def _plain_precision(op) -> bool:
+    """No algorithm, and one precision for both operands (so the operands may swap sides)."""
+    attrs = op.operation.attributes
+    if "algorithm" in attrs:
+        return False
+    if "precision_config" not in attrs:
+        return True
+    pc = ir.ArrayAttr(attrs["precision_config"])
+    return len(pc) == 2 and str(pc[0]) == str(pc[1])
+
+
+def _product_term(value):
+    """(lhs, rhs, lhs contract, rhs contract, dot) when `value` is a product used only here:
+    a dot_general without batch dims, or the transpose of one that swaps its two operands'
+    free dims ((A·B)ᵀ is B·A with the contractions swapped)."""
+    if not single_use(value):
+        return None
+    t = producer(value, "stablehlo.transpose")
+    dot = producer(t.operands[0] if t is not None else value, "stablehlo.dot_general")
+    if dot is None or not _plain_precision(dot) or (t is not None and not single_use(t.operands[0])):
+        return None
+    d = dot_dims(dot)
+    if d.lhs_batch:
+        return None
+    lhs, rhs = dot.operands
+    if t is None:
+        return lhs, rhs, tuple(d.lhs_contract), tuple(d.rhs_contract), dot
+    nl = len(shape_of(lhs.type)) - len(d.lhs_contract)
+    nr = len(shape_of(rhs.type)) - len(d.rhs_contract)
+    if permutation(t) != list(range(nl, nl + nr)) + list(range(nl)):
+        return None
+    return rhs, lhs, tuple(d.rhs_contract), tuple(d.lhs_contract), dot
+
+
+def _expands(lhs, rhs, product) -> bool:
+    """The product has more elements than its operands together (an outer product, a short
+    contraction): concatenating operands costs less than the adds of the products it saves
+    (a sum of matrix-vector products would copy every matrix instead)."""
+    size = lambda v: math.prod(shape_of(v.type))  # noqa: E731
+    return size(lhs) + size(rhs) <= size(product)
+
+
+def _sum_terms(value, terms: list, top: bool) -> None:
+    """The terms of the sum `value` (through adds used only inside it), in order."""
+    add = producer(value, "stablehlo.add")
+    if add is not None and (top or single_use(value)) and len(terms) < MAX_SUM_TERMS:
+        for v in add.operands:
+            _sum_terms(v, terms, False)
+    else:
+        terms.append(value)
+
+
+@register
+class SumOfProductsAsOneProduct(Pattern):
+    """A1·B1 + A2·B2 + ... + AN·BN -> [A1 ... AN]·[B1; ...; BN], when the N products have one
+    shape: one product over the operands concatenated along the contracted dim (stacked on a
+    new contracted dim when nothing is contracted: a sum of outer products).
+
+    The weight gradient of a layer applied N times (an unrolled recurrence: its N outer
+    products and N - 1 full-size adds) becomes one product; a product's transpose counts as
+    the swapped product. Only products larger than their operands (concatenating operands
+    must cost less than the adds it saves); other terms of the sum are added after.
+    """
+
+    root = "stablehlo.add"
+    numerics = Numerics.REASSOCIATE
+
+    def match(self, op):
+        user = mc.users(op.result)
+        if len(user) == 1 and user[0].name == "stablehlo.add" and user[0].block == op.operation.block:
+            return None  # a term of a larger sum: that sum's root gathers it
+        terms: list = []
+        _sum_terms(op.result, terms, True)
+        groups: dict = {}
+        for v in terms:
+            t = _product_term(v)
+            if t is not None and v.type == op.result.type and _expands(t[0], t[1], v):
+                key = (str(t[0].type), str(t[1].type), t[2], t[3])
+                groups.setdefault(key, []).append((v, t))
+        key, products = max(groups.items(), key=lambda kv: len(kv[1]), default=(None, []))
+        if len(products) < 2:
+            return None
+        taken = {id(v) for v, _ in products}
+        rest = [v for v in terms if id(v) not in taken]
+        return Match(lhs=[t[0] for _, t in products], rhs=[t[1] for _, t in products], contract=(key[2], key[3]),
+                     rest=rest, like=products[0][1][4])
+
+    def rewrite(self, b, m):
+        (lc, rc) = m.contract
+        if lc:
+            lhs, rhs = b.concat(m.lhs, lc[0]), b.concat(m.rhs, rc[0])
+            y = b.dot(lhs, rhs, (lc, rc), like=m.like)
+        else:
+            stack = lambda xs: b.concat([b.reshape(x, [1] + list(shape_of(x.type))) for x in xs], 0)  # noqa: E731
+            y = b.dot(stack(m.lhs), stack(m.rhs), ((0,), (0,)), like=m.like)
+        for v in m.rest:
+            y = b.add(y, v)
+        return y
+
+
 def _scaled(value):
     """(x, Scalar, op name) when value = x * s, s * x or x / s for a scalar s."""
     op = producer(value, "stablehlo.multiply", "stablehlo.divide")

@@ -82,6 +82,31 @@ def _stack_rhs(draw):
     return fn, [(t,) + rows + (k,), (n, k) if transposed else (k, n), (n, n)]
 
 
+def _sum_of_products(draw):
+    """A weight gradient of a layer used N times: a sum of outer products (some transposed) or
+    of short contractions, with another term of the sum now and then."""
+    t, m, n = draw(st.integers(2, 4)), draw(st.integers(4, 6)), draw(st.integers(4, 6))  # products larger than operands
+    outer = draw(st.booleans())
+    flip = draw(st.lists(st.booleans(), min_size=t, max_size=t))
+    extra = draw(st.booleans())
+
+    def outer_product(a, b):  # as reverse mode writes it: a dot_general contracting nothing
+        return lax.dot_general(a, b, (((), ()), ((), ())))
+
+    def fn(xs, gs, c):
+        total = c if extra else None
+        for i in range(t):
+            if outer:
+                p = outer_product(gs[i], xs[i]).T if flip[i] else outer_product(xs[i], gs[i])
+            else:
+                p = xs[i].T @ gs[i]
+            total = p if total is None else total + p
+        return total
+
+    rows = () if outer else (draw(SMALL),)
+    return fn, [(t,) + rows + (m,), (t,) + rows + (n,), (m, n)]
+
+
 def _split_over_concat(draw):
     m, k, n1, n2 = draw(N), draw(N), draw(N), draw(N)
     if draw(st.booleans()):
@@ -185,6 +210,7 @@ CASES = {
     D.MergeDotsSharingLhs: _merge_lhs,
     D.MergeDotsSharingRhs: _merge_rhs,
     D.StackDotsSharingRhs: _stack_rhs,
+    D.SumOfProductsAsOneProduct: _sum_of_products,
     D.SplitDotOverConcat: _split_over_concat,
     D.SliceThroughDot: _slice_through_dot,
     D.FoldTransposeIntoDotLhs: _fold_lhs,
@@ -224,3 +250,29 @@ def test_a_stack_takes_every_independent_product_once_and_no_product_that_reads_
     alts = se.list_alternatives(aug)
     assert len(alts) == 1
     assert len(alts[0].op.results) == 4
+
+
+def test_a_sum_of_outer_products_is_one_product_and_a_sum_of_matrix_vector_products_is_not():
+    """One alternatives op for the whole sum of 4 outer products (no other for its inner adds);
+    none for a sum of matrix-vector products, where concatenating the matrices would copy more
+    than the adds it saves."""
+    import numpy as np
+
+    import shlo_env as se
+    from shlo_env.ir.program import lower
+
+    def outer_sum(xs, gs):
+        total = lax.dot_general(xs[0], gs[0], (((), ()), ((), ())))
+        for t in range(1, 4):
+            total = total + lax.dot_general(xs[t], gs[t], (((), ()), ((), ())))
+        return total
+
+    def matvec_sum(ws, vs):
+        return sum(ws[i] @ vs[i] for i in range(1, 4)) + ws[0] @ vs[0]
+
+    def alternatives(fn, *shapes):
+        program = lower(fn, *[np.ones(s, np.float32) for s in shapes])
+        return se.list_alternatives(se.augment(program, ["sum_of_products_as_one_product"]))
+
+    assert len(alternatives(outer_sum, (4, 6), (4, 5))) == 1
+    assert alternatives(matvec_sum, (4, 6, 5), (4, 5)) == []
