@@ -176,8 +176,8 @@ def test_a_rewrite_that_paid_is_swept_first_at_the_next_step():
     fake = {child.hash: dataclasses.replace(base, hash=child.hash, status=Status.CONFIRMED,
                                             measurement=Measurement(0.5, 0.5))}
     real = ctx.evaluator.evaluate
-    ctx.evaluator.evaluate = lambda prog, *, passes=(), hash=None, time_it=True: (  # noqa: A006
-        fake.get(hash) or real(prog, passes=passes, hash=hash, time_it=time_it))
+    ctx.evaluator.evaluate = lambda prog, *, passes=(), hash=None, time_it=True, beside=None: (  # noqa: A006
+        fake.get(hash) or real(prog, passes=passes, hash=hash, time_it=time_it, beside=beside))
     assert labels_of(exp, next(ctx.sweeps(exp)))[0] == "div_by_power_of_two"  # the only sweep here
     ctx.evaluate(child)
     assert ctx.paid == {"div_by_power_of_two": 0.5}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import threading
 import time
 
 import jax
@@ -13,6 +15,7 @@ from shlo_env.bench import examples
 from shlo_env.execute import runtime
 from shlo_env.api.optimize import exported_callable
 from shlo_env.search import Evaluator
+from shlo_env.execute.runners import FailureKind
 from shlo_env.execute.worker import Worker
 
 
@@ -42,6 +45,48 @@ def test_evaluator_keys_on_hash_and_passes_and_times_each_with_its_own_passes():
         assert ev.stats.timed == 1 and ev.stats.executable_hits == 1
         c = ev.evaluate(p)  # the original itself: a cache hit
         assert c.ratio == 1.0 and ev.stats.evaluated == 2
+
+
+def test_work_beside_a_verification_runs_once_and_its_wait_is_not_the_candidates():
+    """`evaluate(beside=...)`: the work runs here while the worker verifies (once, and not for a
+    cached state); its seconds past the verification are left out of the candidate's seconds;
+    an error of either side reaches the caller."""
+    ex = examples.suite(["gelu_chain"])[0]
+    p = se.lower(ex.fn, *ex.args())
+    threads = []
+
+    def work():
+        threads.append(threading.current_thread())
+        time.sleep(3.0)  # far longer than verifying the small program on a warm worker
+
+    with Evaluator(p, worker=Worker(timeout_s=60), num_random=1) as ev:
+        assert ev.checks_beside
+        assert ev.evaluate(p, passes=("cse",)).ok  # the worker warm, the original's outputs known
+        before, t = ev.stats.seconds, time.perf_counter()
+        a = ev.evaluate(p, passes=("fusion",), beside=work)
+        wall = time.perf_counter() - t
+        assert a.ok and a.timed and threads == [threading.main_thread()] and wall >= 3.0
+        assert ev.stats.seconds - before < wall - 1.0  # the verification and the timing, not the sleep past them
+        assert ev.evaluate(p, passes=("fusion",), beside=work) is a and len(threads) == 1  # cached
+        with pytest.raises(ZeroDivisionError):
+            ev.evaluate(p, passes=("algsimp",), beside=lambda: 1 / 0)
+        text, n = re.subn(r"stablehlo.tanh (%\w+) : (tensor<[^>]*>)",
+                          r"stablehlo.custom_call @no_such_target(\1) : (\2) -> \2", p.text(), count=1)
+        assert n == 1
+        broken = se.load(text)
+        bad = ev.evaluate(broken, beside=lambda: threads.append(threading.current_thread()))
+        assert not bad.ok and bad.failure is FailureKind.COMPILE and len(threads) == 2  # rejected on the other thread
+
+
+def test_in_process_work_beside_runs_after_the_verification():
+    from shlo_env.execute.runners import InProcess
+
+    ex = examples.suite(["gelu_chain"])[0]
+    p = se.lower(ex.fn, *ex.args())
+    ran = []
+    with Evaluator(p, worker=InProcess(), num_random=1) as ev:
+        assert not ev.checks_beside
+        assert ev.evaluate(p, passes=("fusion",), beside=lambda: ran.append(1)).ok and ran == [1]
 
 
 def test_exported_callable_compiles_with_the_passes_disabled():

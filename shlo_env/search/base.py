@@ -529,14 +529,18 @@ class SearchContext:
             self.run.best = self.evaluator.cache[self.evaluator.original_key]
         return self.run.best
 
-    def evaluate(self, state: State, *, time_it: bool = True) -> Evaluation:
+    def evaluate(self, state: State, *, time_it: bool = True, expand: bool = False) -> Evaluation:
         """Verify and time a state (once per state, shared by every strategy); remembers the best.
+        `expand`: the caller will expand the state: its patterns are matched while the worker
+        verifies it (a tree search's new node: matching a state took as long as verifying it).
 
         A state that would become the new best is first timed a second time (`confirm_best`)
         and keeps the slower of its two ratios: among hundreds of noisy measurements the
         fastest one is otherwise often just the luckiest."""
         self.request_deadline()
-        ev = self.evaluator.evaluate(state.program, passes=state.actions, hash=state.hash, time_it=time_it)
+        beside = (lambda: self.expand(state)) if expand else None
+        ev = self.evaluator.evaluate(state.program, passes=state.actions, hash=state.hash, time_it=time_it,
+                                     beside=beside)
         if ev.timed and ev.ratio < self.best.ratio:
             if self.settings.confirm_best and not ev.confirmed and not self.out_of_time():
                 self.evaluator.confirm(ev)

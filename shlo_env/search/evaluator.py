@@ -17,8 +17,9 @@ import collections
 import dataclasses
 import enum
 import math
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -248,6 +249,9 @@ class Evaluator:
         self.original = original
         self.worker: Runner = worker if worker is not None else Worker()  # SHLO_ENV_TIMEOUT_S
         self._own_worker = worker is None
+        # a worker process (alone or behind a lock) takes a verification from another thread
+        # while this one works on the IR (`evaluate(beside=...)`); an in-process runner does not
+        self.checks_beside = isinstance(getattr(self.worker, "worker", self.worker), Worker)
         self.timing = timing
         self.base_actions = normalize(disabled_passes)
         self.disabled_passes = xla_options.tokens(self.base_actions)  # the worker's form
@@ -339,8 +343,12 @@ class Evaluator:
         return self.cache.get(self.key(program, passes, hash))
 
     def evaluate(self, program: Program, *, passes=(), time_it: bool = True,
-                 hash: str | None = None) -> Evaluation:  # noqa: A002
-        """Verify (and time) the state (program, disabled passes), at most once per state."""
+                 hash: str | None = None, beside: Callable[[], object] | None = None) -> Evaluation:  # noqa: A002
+        """Verify (and time) the state (program, disabled passes), at most once per state.
+
+        `beside`: work on the IR to do here while the worker verifies the state (matching the
+        patterns on it, say); run only when a verification runs, and before the timing, which
+        needs a quiet machine. Its seconds past the verification's end are not the candidate's."""
         actions = normalize(passes)
         h = hash or dag_hash(program)
         key = state_key(h, actions)
@@ -363,21 +371,22 @@ class Evaluator:
             self._abandoned.add(key)
             return ev
         fresh = cached is None
+        waited = 0.0  # on `beside`, after the verification ended
         if cached is None:
             self.stats.evaluated += 1
-            cached = self._verify(h, program, actions)
+            cached, waited = self._verify(h, program, actions, beside)
             if cached.failure is FailureKind.BUDGET:
                 self._abandoned.add(key)
-                self.stats.seconds += time.perf_counter() - t0
+                self.stats.seconds += time.perf_counter() - t0 - waited
                 return cached  # abandoned during verification: not the candidate's fault, not cached
             self.cache[key] = cached
         if cached.ok and time_it and not cached.timed:
             self._time(cached)  # verified still when the budget cut it: timing can be retried later
         elif cached.ok and not cached.timed and not time_it and not cached.untimed:
             cached.verified_untimed("not asked: verified only (the strategy did not ask for a timing)")
-        self.stats.seconds += time.perf_counter() - t0
+        self.stats.seconds += time.perf_counter() - t0 - waited
         if fresh and cached.ok and cached.timed:
-            self._fresh_s.append(time.perf_counter() - t0)
+            self._fresh_s.append(time.perf_counter() - t0 - waited)
         return cached
 
     def candidate_s(self) -> float:
@@ -416,25 +425,61 @@ class Evaluator:
             return f"budget: the search's hard deadline came during the request ({e.message})"
         return None
 
-    def _verify(self, h: str, program: Program, actions: tuple[Action, ...]) -> Evaluation:
+    def _verify(self, h: str, program: Program, actions: tuple[Action, ...],
+                beside: Callable[[], object] | None = None) -> tuple[Evaluation, float]:
+        """The state verified, and the seconds waited on `beside` after the check ended."""
         ev = Evaluation(h, program, Status.REJECTED, actions)
         self.stats.verifications[ev.key] += 1
+        text, tokens = program.text(), self.compile_tokens(actions)
+        waited = 0.0
         try:
-            cmp = self.verifier.check(program.text(), self.compile_tokens(actions), ev.numerics)
+            if beside is None:
+                cmp = self.verifier.check(text, tokens, ev.numerics)
+            elif not self.checks_beside:
+                cmp = self.verifier.check(text, tokens, ev.numerics)
+                beside()
+            else:
+                cmp, waited = self._check_beside(text, tokens, ev.numerics, beside)
         except CandidateError as e:
             cut = self._budget_cut(e)
             if cut is not None:  # not counted: not the candidate's fault
                 ev.reject(FailureKind.BUDGET, cut.partition(": ")[2])
-                return ev
-            return self._fail(ev, e.kind, e.message)
+                return ev, waited
+            return self._fail(ev, e.kind, e.message), waited
         ev.comparison = cmp
         if not cmp.ok:
             self.stats.mismatches += 1
-            return self._fail(ev, FailureKind.MISMATCH, cmp.detail)
+            return self._fail(ev, FailureKind.MISMATCH, cmp.detail), waited
         ev.tier = cmp.tier
         ev.verified_untimed("")
         self.stats.verified += 1
-        return ev
+        return ev, waited
+
+    def _check_beside(self, text: str, tokens: tuple[str, ...], numerics,
+                      beside: Callable[[], object]) -> tuple[Comparison, float]:
+        """`Verifier.check` on a thread (worker requests and numpy only: no IR is touched off
+        this thread) while `beside` runs here; the comparison, and the seconds `beside` ran on
+        after the check's end. A `CandidateError` of the check is raised here."""
+        box: list = []
+
+        def check() -> None:
+            try:
+                box.append(self.verifier.check(text, tokens, numerics))
+            except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
+                box.append(e)
+            box.append(time.perf_counter())
+
+        thread = threading.Thread(target=check, name="shlo_env-verify", daemon=True)
+        thread.start()
+        try:
+            beside()
+        finally:
+            beside_end = time.perf_counter()
+            thread.join()
+        outcome, check_end = box
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome, max(0.0, beside_end - check_end)
 
     def _side_by_side(self, ev: Evaluation):
         """(baseline timing, candidate timing), interleaved in one worker request."""

@@ -164,7 +164,7 @@ class FactorizedMCTS(Strategy):
             return value
         best = value
         depth = self.rollout_depth if policy == "random" else ctx.max_steps
-        for _ in range(depth):
+        for step in range(depth):
             if ctx.out_of_time():
                 break
             exp = ctx.expand(state)
@@ -177,7 +177,7 @@ class FactorizedMCTS(Strategy):
             nxt = ctx.child(exp, vec)
             if nxt is None:
                 break
-            v = value_of(ctx.evaluate(nxt))
+            v = value_of(ctx.evaluate(nxt, expand=step + 1 < depth))
             if v is None:
                 break
             best = max(best, v)
@@ -204,7 +204,8 @@ class FactorizedMCTS(Strategy):
                 node, depth = node.children[key], depth + 1
                 continue
             child = ctx.child(node.exp, vec)
-            v = value_of(ctx.evaluate(child)) if child is not None else None
+            # a new node is expanded: its patterns match while the worker verifies it
+            v = value_of(ctx.evaluate(child, expand=True)) if child is not None else None
             if child is None or v is None:
                 value = self._fail_value(minmax)
                 break
@@ -291,7 +292,7 @@ class FactorizedMCTS(Strategy):
             if nxt is None:
                 # the marginals can combine into a joint action no simulation took: try it now
                 child = ctx.child(root.exp, vec)
-                v = value_of(ctx.evaluate(child)) if child is not None and not ctx.out_of_time() else None
+                v = value_of(ctx.evaluate(child, expand=True)) if child is not None and not ctx.out_of_time() else None
                 if child is None or v is None:
                     break
                 nxt = root.children[tuple(vec)] = self._node(ctx, child, v)
