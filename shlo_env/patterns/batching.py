@@ -23,7 +23,7 @@ from shlo_env.ir.ops import attribute_items
 from shlo_env.patterns import match_cache as mc
 from shlo_env.patterns.base import Match, Numerics, Pattern, register
 from shlo_env.patterns.matching import (
-    ELEMENTWISE, Scalar, ancestors_since, dot_dims, is_elementwise, operand_ancestors_since,
+    ELEMENTWISE, IndependentOps, Scalar, ancestors_since, dot_dims, is_elementwise, operand_ancestors_since,
     producer, related_ops, scalar_operand, single_use, splat_value, static_shape,
 )
 from shlo_env.ir.tensor_types import element_type_of, tensor_type
@@ -130,9 +130,10 @@ class BatchElementwiseChains(Pattern):
         if not any(not isinstance(v, Scalar) for v in leaves):
             return None
         members = [(op, leaves)]
-        cones = [ancestors_since(_leaf_values(leaves), op, MAX_CONE)]  # what each member reads, since op
-        if cones[0] is None:
+        cone = ancestors_since(_leaf_values(leaves), op, MAX_CONE)
+        if cone is None:
             return None
+        group = IndependentOps(op, cone)
         tries = 0
         for other in related_ops(op, budget=256, name=mc.name(op.operation), after=True):
             if not _is_chain_root(other) or _chain_of(other)[0] != structure:
@@ -142,15 +143,10 @@ class BatchElementwiseChains(Pattern):
             tries += 1
             if tries > MAX_TRIES:
                 break
-            cone = ancestors_since(_leaf_values(l2), op, MAX_CONE)
-            if cone is None:
-                continue
-            if any(m.operation in cone for m, _ in members) or any(other.operation in c for c in cones):
-                continue
-            members.append((other, l2))
-            cones.append(cone)
-            if len(members) == MAX_BATCH:
-                break
+            if group.add(other, ancestors_since(_leaf_values(l2), op, MAX_CONE)):
+                members.append((other, l2))
+                if len(members) == MAX_BATCH:
+                    break
         if len(members) < 2:
             return None
         return Match(roots=[m.result for m, _ in members], structure=structure,
@@ -209,9 +205,10 @@ class BatchDots(Pattern):
             return None
         key = _dot_key(op)
         members = [op]
-        cones = [ancestors_since(op.operands, op, MAX_CONE)]  # what each member reads, since op
-        if cones[0] is None:
+        cone = ancestors_since(op.operands, op, MAX_CONE)
+        if cone is None:
             return None
+        group = IndependentOps(op, cone)
         tries = 0
         for other in related_ops(op, budget=256, name="stablehlo.dot_general", after=True):
             if _dot_key(other) != key:
@@ -219,15 +216,10 @@ class BatchDots(Pattern):
             tries += 1
             if tries > MAX_TRIES:
                 break
-            cone = operand_ancestors_since(other, op, MAX_CONE)
-            if cone is None:
-                continue
-            if any(m.operation in cone for m in members) or any(other in c for c in cones):
-                continue
-            members.append(mc.view(other))
-            cones.append(cone)
-            if len(members) == MAX_BATCH:
-                break
+            if group.add(other, operand_ancestors_since(other, op, MAX_CONE)):
+                members.append(mc.view(other))
+                if len(members) == MAX_BATCH:
+                    break
         if len(members) < 2:
             return None
         return Match(roots=[m.result for m in members], dot=op, lhs=[m.operands[0] for m in members],

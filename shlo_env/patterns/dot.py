@@ -13,7 +13,7 @@ from jaxlib.mlir import ir
 from shlo_env.patterns import match_cache as mc
 from shlo_env.patterns.base import Match, Numerics, Pattern, register
 from shlo_env.patterns.matching import (
-    DotDims, ancestors_since, broadcast_dims, commuted, concat_dim, dot_dims, i64s, matmul_flops, matmul_operands,
+    DotDims, IndependentOps, ancestors_since, broadcast_dims, commuted, concat_dim, dot_dims, i64s, matmul_flops, matmul_operands,
     operand_ancestors_since, permutation, producer, scalar_operand, single_use, splat_value,
 )
 from shlo_env.ir.tensor_types import element_type_of, is_float, shape_of
@@ -485,9 +485,10 @@ class StackDotsSharingRhs(Pattern):
         if mine is None:
             return None
         rows, w, contract = mine
-        members, cones = [op], [ancestors_since(op.operands, op, MAX_STACK_CONE)]
-        if cones[0] is None:
+        members, cone = [op], ancestors_since(op.operands, op, MAX_STACK_CONE)
+        if cone is None:
             return None
+        group = IndependentOps(op, cone)
         later = []
         for user in _products_on(op, w, contract, rows.type):
             if not op.operation.is_before_in_block(user):
@@ -498,13 +499,10 @@ class StackDotsSharingRhs(Pattern):
             else:
                 later.append(user)
         for user in later:
-            cone = operand_ancestors_since(user, op, MAX_STACK_CONE)
-            if cone is None or any(m.operation in cone for m in members) or any(user in c for c in cones):
-                continue
-            members.append(mc.view(user))
-            cones.append(cone)
-            if len(members) == MAX_STACK:
-                break
+            if group.add(user, operand_ancestors_since(user, op, MAX_STACK_CONE)):
+                members.append(mc.view(user))
+                if len(members) == MAX_STACK:
+                    break
         if len(members) < (2 if len(shape_of(rows.type)) == 1 else 3):
             return None  # two row blocks: merge_dots_sharing_rhs
         return Match(roots=[m.result for m in members], rows=[m.operands[0] for m in members], w=w,

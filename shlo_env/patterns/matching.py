@@ -38,7 +38,8 @@ __all__ = [
     "Scalar", "scalar_operand", "operand_kinds", "operands_through",
     "sink_match", "sink_operands", "hoist_match", "hoist_operands",
     # dependences and regions
-    "attr_strings", "related_ops", "depends_on", "ancestors_since", "operand_ancestors_since", "captured_values",
+    "attr_strings", "related_ops", "depends_on", "ancestors_since", "operand_ancestors_since", "IndependentOps",
+    "captured_values",
 ]
 
 
@@ -534,6 +535,27 @@ def operand_ancestors_since(op, first, limit: int = 256) -> AbstractSet | None:
     if indexed is not None and other is not None:
         return indexed[0].operand_ancestors_since(other[1], indexed[1], limit)
     return ancestors_since(as_operation(op).operands, first, limit)
+
+
+class IndependentOps:
+    """Ops of one block none of which reads another: what one op can compute at once (a batch,
+    a stack). Each op comes with its cone, the ops since the first that it reads
+    (`ancestors_since(its inputs, first)`): one walk per op, not one per pair."""
+
+    def __init__(self, first, cone: AbstractSet):
+        self.ops, self.cones = [as_operation(first)], [cone]
+
+    def add(self, op, cone: AbstractSet | None) -> bool:
+        """Take `op` unless its cone is unknown (too large), it reads a member, or a member reads it."""
+        o = as_operation(op)
+        if cone is None or any(m in cone for m in self.ops) or any(o in c for c in self.cones):
+            return False
+        self.ops.append(o)
+        self.cones.append(cone)
+        return True
+
+    def __len__(self) -> int:
+        return len(self.ops)
 
 
 # --- regions -----------------------------------------------------------------------------------

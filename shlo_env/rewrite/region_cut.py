@@ -127,8 +127,11 @@ class _Graph:
                     if x in self.nested]
             self._indices.append(mine)
             self.owner_of.update((k, i) for k in mine)
-        for i, op in enumerate(self.ops):
-            for v in self.reads(op):
+        # what each op reads, walked once: cutting asks again and again (the derived inputs of
+        # a region walked nested ops millions of times: 15 s of an L-BFGS solve's search)
+        self._reads = [tuple(self.reads(op)) for op in self.ops]
+        for i in range(n):
+            for v in self._reads[i]:
                 d = self.defs.get(v)
                 if d is not None and d != i:
                     self.preds[i].add(d)
@@ -147,6 +150,10 @@ class _Graph:
         yield from op.operands
         for inner in walk_block_of(op):
             yield from inner.operands
+
+    def reads_at(self, i: int) -> tuple[ir.Value, ...]:
+        """`reads` of the op at position `i`."""
+        return self._reads[i]
 
     def indices(self, i: int) -> list[int]:
         """Profile indices of the op at position `i` and the ops nested in it."""
@@ -254,12 +261,12 @@ def _core(g: _Graph, site: _Site) -> set[int]:
             if v in inputs or d is None or d in back:
                 continue
             back[d] = None
-            nxt.extend(_resolve(g, u) for u in g.reads(g.ops[d]))
+            nxt.extend(_resolve(g, u) for u in g.reads_at(d))
         frontier = nxt
     marked = set(inputs)
     on_path: set[int] = set()
     for i in sorted(back):
-        if any(_resolve(g, u) in marked for u in g.reads(g.ops[i])):
+        if any(_resolve(g, u) in marked for u in g.reads_at(i)):
             on_path.add(i)
             marked.update(g.ops[i].results)
     return _roots(g, site) | on_path
@@ -316,7 +323,7 @@ def _changed(g: _Graph, site: _Site) -> tuple[set[int], set[int]]:
     work = list(keep)
     while work:
         i = work.pop()
-        for u in g.reads(g.ops[i]):  # through other sites' alternatives ops, as `_core` walks
+        for u in g.reads_at(i):  # through other sites' alternatives ops, as `_core` walks
             p = g.defs.get(_resolve(g, u))
             if p is not None and p in core and p not in far and p not in left:
                 left.add(p)
@@ -556,14 +563,14 @@ def _with_derived_inputs(g: _Graph, members: set[int], rounds: int = 3) -> set[i
     does not depend on its input values."""
     members = set(members)
     for _ in range(rounds):
-        reads = {v for i in members for v in g.reads(g.ops[i])}
+        reads = {v for i in members for v in g.reads_at(i)}
         inputs = {v for v in reads if g.defs.get(v) not in members}
         found = set()
         for v in inputs:
             d = g.defs.get(v)
             if d is None or g.ops[d].name in (CONSTANT, alt_dialect.ALTERNATIVES) or not len(g.ops[d].results):
                 continue
-            outer = [u for u in g.reads(g.ops[d]) if g.defs.get(u) != d]
+            outer = [u for u in g.reads_at(d) if g.defs.get(u) != d]
             if outer and all(u in inputs or (g.defs.get(u) is not None and g.ops[g.defs[u]].name == CONSTANT)
                              for u in outer) and len(_convex(g, members | {d})) <= len(members) + 1 + FAR_SPAN:
                 found.add(d)
@@ -682,7 +689,7 @@ def _build(g: _Graph, members: list[int]) -> tuple[ir.Module, list, list]:
     addrs: list[tuple[Any, int]] = []
     seen: set = set()
     for i in members:
-        for v in g.reads(g.ops[i]):
+        for v in g.reads_at(i):
             d = g.defs.get(v)
             if (d is not None and d in inside) or v in seen:
                 continue

@@ -378,6 +378,9 @@ class Regional(Strategy):
                 control, rest = results[0], results[1:]
                 if control.error or any(res.error for res in rest):
                     counts["region_failed"] += 1
+                    errors = self.info.setdefault("region_errors", [])
+                    if len(errors) < 3:  # what the report can say of why
+                        errors.append(next(e for e in [control.error] + [res.error for res in rest] if e)[:200])
                     self._note_fallback("the region did not run", counts)
                     winners += self._whole_singles(ctx, exp, r.sites[0], counts)
                     continue
@@ -439,8 +442,11 @@ class Regional(Strategy):
     def _evaluate(self, ctx: SearchContext, cands: list[Candidate], inputs: list) -> list[RegionResult]:
         if self.executor is not None:
             return region_timing.evaluate_regions_on(self.executor, cands, inputs)
+        deadline = ctx.request_deadline()
+        regions = len({id(c.region) for c in cands})
+        cap = time.perf_counter() + Schedule.regions_s(self._whole_estimate(ctx), regions)
         return region_timing.evaluate_regions(ctx.evaluator.worker, cands, inputs, helpers=self.helpers,
-                                              deadline=ctx.request_deadline())
+                                              deadline=cap if deadline is None else min(deadline, cap))
 
     def noise_margin(self, control: RegionResult) -> float:
         """How far below 1 a region ratio must be to beat this region's own noise: twice the
