@@ -499,32 +499,3 @@ def test_no_judging_round_starts_in_the_sweeps_time():
     assert counts["sites_judged"] == 1
     assert drawn == [0]  # random inputs only for the region judged, not for the batch
 
-
-def test_a_regions_judging_stops_at_its_share_of_a_whole_evaluation(monkeypatch):
-    """A region is judged because it costs less than the whole program: its requests stop at
-    `Schedule.regions_s` of the whole estimate, not at the search's deadline (random inputs kept
-    two regions' loops of an ODE solver's gradient running for 47 s of a 52 s search)."""
-    import time as _time
-    from types import SimpleNamespace
-
-    from shlo_env.measure import region_timing
-    from shlo_env.rewrite.region_cut import Candidate
-    from shlo_env.search.schedule import Schedule
-
-    strat = get_strategy("regional", compile_helpers=0)
-    strat._reset()
-    strat.whole_s = [2.0]
-    seen = []
-    monkeypatch.setattr(region_timing, "evaluate_regions",
-                        lambda worker, cands, inputs, helpers=(), deadline=None: seen.append(deadline) or [])
-    far = _time.perf_counter() + 1000.0
-    ctx = SimpleNamespace(evaluator=SimpleNamespace(worker=None), request_deadline=lambda: far)
-    r1, r2 = object(), object()
-    t = _time.perf_counter()
-    strat._evaluate(ctx, [Candidate(r1, {}), Candidate(r1, {0: 1}), Candidate(r2, {})], [None] * 3)
-    assert t + Schedule.regions_s(2.0, 2) <= seen[0] <= _time.perf_counter() + Schedule.regions_s(2.0, 2)
-    assert Schedule.regions_s(2.0, 2) == pytest.approx(6.0)
-    near = _time.perf_counter() + 1.0  # the search's own deadline comes first
-    ctx.request_deadline = lambda: near
-    strat._evaluate(ctx, [Candidate(r1, {})], [None])
-    assert seen[1] == near

@@ -442,11 +442,8 @@ class Regional(Strategy):
     def _evaluate(self, ctx: SearchContext, cands: list[Candidate], inputs: list) -> list[RegionResult]:
         if self.executor is not None:
             return region_timing.evaluate_regions_on(self.executor, cands, inputs)
-        deadline = ctx.request_deadline()
-        regions = len({id(c.region) for c in cands})
-        cap = time.perf_counter() + Schedule.regions_s(self._whole_estimate(ctx), regions)
         return region_timing.evaluate_regions(ctx.evaluator.worker, cands, inputs, helpers=self.helpers,
-                                              deadline=cap if deadline is None else min(deadline, cap))
+                                              deadline=ctx.request_deadline())
 
     def noise_margin(self, control: RegionResult) -> float:
         """How far below 1 a region ratio must be to beat this region's own noise: twice the

@@ -23,7 +23,6 @@ The shares, in one table (fractions of the whole budget unless the name says oth
 | `CHILD_AUGMENT` 0.20 | search time left | matching the patterns on one searched state |
 | `REGION_PROFILE` 0.35 | search time left | the regional strategy's profile |
 | `SWEEPS` 0.30 | search time left after the profile | the regional strategy's sweeps (at least one whole-program evaluation, and `SWEEP_MARGIN` of one; none where the time left holds less than `SWEEP_ROOM` of them) |
-| `REGION_WHOLES` 1.5 | a whole-program evaluation | the most one region's judging may take (random inputs can keep a loop in a region running) |
 | `STEP` 0.50 | search time left | one MCTS step before it acts |
 | `COMPILE_RANK` 0.50 | search time left | the learned strategy's ranking by compiled executables |
 | `OPTION_SCREEN` 0.35 | search time left | screening XLA options before the rewrites |
@@ -57,7 +56,6 @@ REGION_PROFILE = 0.35
 SWEEPS = 0.30
 SWEEP_MARGIN = 0.10  # of a whole-program evaluation: kept past the sweeps' reserve for a judging step
 SWEEP_ROOM = 1.5  # whole-program evaluations the time left must hold for a sweeps reserve at all
-REGION_WHOLES = 1.5
 STEP = 0.50
 COMPILE_RANK = 0.50
 OPTION_SCREEN = 0.35
@@ -303,14 +301,6 @@ class Schedule:
         `whole_left_s` whole evaluations may still use holds less than `SWEEP_ROOM` of those."""
         whole = whole_s + max(1.0, SWEEP_MARGIN * whole_s)  # the judging stops between its steps
         return max(SWEEPS * max(0.0, left_s), whole) if whole_left_s >= SWEEP_ROOM * whole else 0.0
-
-    @staticmethod
-    def regions_s(whole_s: float, regions: int) -> float:
-        """Seconds the judging of `regions` regions may take: a region is judged because it costs
-        less than the whole program, so one that runs on past `REGION_WHOLES` whole-program
-        evaluations (of `whole_s`, a second at least) is stopped: on an ODE solver's gradient two
-        regions whose loops random inputs kept going took 47 s of a 52 s search."""
-        return REGION_WHOLES * max(1.0, whole_s) * max(1, regions)
 
     @staticmethod
     def step_s(left_s: float) -> float:
