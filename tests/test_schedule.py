@@ -69,6 +69,16 @@ def test_fixed_phases_share_one_bound():
     assert plan.fixed_left() == 0.0 and plan.spent("probe", "originals") == 7.0
 
 
+def test_a_profile_is_not_stopped_sooner_than_a_worker_restart_would_cost():
+    plan = Schedule(30.0)
+    plan.calibrate(probe_s=0.3, call_s=0.01)  # compile 0.29 s
+    tiny = plan.profile_timeout_s(0.1)
+    assert math.isclose(tiny, schedule.WORKER_RESTART_S + 0.29)  # not 0.2 s: stopping it kills the worker
+    assert plan.profile_timeout_s(2.0) == 4.0  # twice a larger estimate
+    assert plan.profile_timeout_s(4.0) == schedule.PROFILE * 30.0  # within the profile's share
+    assert plan.profile_timeout_s(9.0) == 9.0  # never under the estimate it was allowed on
+
+
 def test_a_slow_call_cuts_rounds_and_sets():
     plan = Schedule(10.0)
     plan.calibrate(probe_s=2.0, call_s=1.0)

@@ -368,8 +368,8 @@ def test_mcts_statistics_and_decay(multi_program):
     mcts = FactorizedMCTS(budget=8, decay=0.5, min_budget=2, seed_pick_first=False)
     best = mcts.search(ctx)
     budgets = mcts.info["budgets"]
-    assert budgets == decayed_budgets(8, 0.5, 2, len(budgets))
-    assert mcts.info["simulations"] == sum(budgets)
+    assert budgets[0] == 8 and set(budgets) <= set(decayed_budgets(8, 0.5, 2, 3))  # each episode decays
+    assert mcts.info["simulations"] == sum(budgets) and mcts.info["episodes"] >= 1
     assert best.ratio < 1.0
     assert_each_state_compiled_once(ctx, worker)
 
@@ -389,7 +389,7 @@ def test_mcts_backs_up_marginal_counts_per_dimension(multi_program):
     mcts._node = capture
     mcts.search(ctx)
     root = roots[0]
-    sims = mcts.info["budgets"][0]
+    sims = mcts.info["simulations"]  # one step an episode: every simulation starts at the top
     for k in range(len(root.exp.dims)):
         assert root.N[k].sum() == sims  # every simulation picks one choice per dimension
     # one value per simulation is backed up into every dimension: the per-dimension sums agree
@@ -499,6 +499,44 @@ def test_mcts_searches_on_after_a_stop_while_time_is_left(multi_program):
     assert mcts.info["actions"][0] == "stop" and len(mcts.info["actions"]) >= 2
     assert best.ratio < 1.0
     assert_each_state_compiled_once(ctx, worker)
+
+
+def test_mcts_walks_episodes_from_the_top_until_none_finds_a_new_state(multi_program):
+    """One step an episode: the time left after it goes to further walks from the original with
+    the tree kept; the search ends on its own once a walk adds no node."""
+    ctx, worker = make_ctx(multi_program, max_steps=1)
+    mcts = FactorizedMCTS(budget=2, min_budget=2, seed_pick_first=False, seed_hot=0)
+    walk, added = mcts.episode, []
+
+    def counted(*a, **k):
+        before = mcts.info.get("nodes", 0)
+        walk(*a, **k)
+        added.append(mcts.info.get("nodes", 0) - before)
+
+    mcts.episode = counted
+    best = mcts.search(ctx)
+    assert len(added) == mcts.info["episodes"] >= 2
+    assert all(n > 0 for n in added[:-1]) and added[1] > 0 and added[-1] == 0  # a later walk found new states
+    assert not ctx.out_of_time()
+    assert best.ratio < 1.0
+    assert_each_state_compiled_once(ctx, worker)
+
+
+def test_mcts_takes_the_best_simulated_child_when_the_acted_combination_fails(multi_program):
+    from shlo_env.search.evaluator import Evaluation, Status
+    from shlo_env.search.mcts import Node
+
+    ctx, _ = make_ctx(multi_program)
+    mcts = FactorizedMCTS()
+    root = mcts._node(ctx, ctx.root, 0.0)
+    single = next(iter(one_hot_vectors(root.exp.dims)))
+    root.children[tuple(single)] = Node(ctx.child(root.exp, single), root.exp, 0.5)
+    combined = pick_first_vector(root.exp.dims)
+    ctx.evaluate = lambda state, expand=False: Evaluation(state.hash, state.program, Status.REJECTED)  # all fail
+    assert mcts._step_to(ctx, root, combined) is root.children[tuple(single)]
+    assert tuple(combined) not in root.children
+    del root.children[tuple(single)]
+    assert mcts._step_to(ctx, root, combined) is None  # nothing measured to go to: the walk ends
 
 
 def test_mcts_stops_once_its_steps_find_no_new_state(multi_program):

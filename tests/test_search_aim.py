@@ -89,7 +89,7 @@ def test_mcts_first_simulation_takes_the_hottest_single(hot_program):
     mcts = FactorizedMCTS(budget=1, min_budget=1, seed_hot=1, seed_pick_first=False)
     mcts.search(ctx)
     evaluated = [ev for key, ev in ctx.evaluator.cache.items() if key != ctx.evaluator.original_key]
-    assert [ev.applied for ev in evaluated] == [("transpose_of_dot",)]
+    assert evaluated[0].applied == ("transpose_of_dot",)  # the first candidate (later walks explore on)
 
 
 def three_sites(x, y):

@@ -74,8 +74,11 @@ def test_work_beside_a_verification_runs_once_and_its_wait_is_not_the_candidates
                           r"stablehlo.custom_call @no_such_target(\1) : (\2) -> \2", p.text(), count=1)
         assert n == 1
         broken = se.load(text)
-        bad = ev.evaluate(broken, beside=lambda: threads.append(threading.current_thread()))
+        before, t = ev.stats.seconds, time.perf_counter()
+        bad = ev.evaluate(broken, beside=work)
+        wall = time.perf_counter() - t
         assert not bad.ok and bad.failure is FailureKind.COMPILE and len(threads) == 2  # rejected on the other thread
+        assert ev.stats.seconds - before < wall - 1.0  # a rejected candidate is not charged the sleep either
 
 
 def test_in_process_work_beside_runs_after_the_verification():

@@ -17,7 +17,6 @@ import collections
 import dataclasses
 import enum
 import math
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from shlo_env.execute import runtime, xla_options
+from shlo_env.execute.background import run_beside
 from shlo_env.ir.hashing import dag_hash
 from shlo_env.ir.program import Program
 from shlo_env.measure.numerics import Comparison, Numerics
@@ -427,19 +427,23 @@ class Evaluator:
 
     def _verify(self, h: str, program: Program, actions: tuple[Action, ...],
                 beside: Callable[[], object] | None = None) -> tuple[Evaluation, float]:
-        """The state verified, and the seconds waited on `beside` after the check ended."""
+        """The state verified, and the seconds `beside` ran on after the check had ended.
+        With a worker process the check runs on a thread while `beside` runs here
+        (`execute.background`); an in-process runner runs the two in turn."""
         ev = Evaluation(h, program, Status.REJECTED, actions)
         self.stats.verifications[ev.key] += 1
         text, tokens = program.text(), self.compile_tokens(actions)
+
+        def check() -> Comparison:
+            return self.verifier.check(text, tokens, ev.numerics)
         waited = 0.0
+        if beside is not None and self.checks_beside:
+            request, waited = run_beside(check, beside, "shlo_env-verify")
+            check = request.result
         try:
-            if beside is None:
-                cmp = self.verifier.check(text, tokens, ev.numerics)
-            elif not self.checks_beside:
-                cmp = self.verifier.check(text, tokens, ev.numerics)
+            cmp = check()
+            if beside is not None and not self.checks_beside:
                 beside()
-            else:
-                cmp, waited = self._check_beside(text, tokens, ev.numerics, beside)
         except CandidateError as e:
             cut = self._budget_cut(e)
             if cut is not None:  # not counted: not the candidate's fault
@@ -454,32 +458,6 @@ class Evaluator:
         ev.verified_untimed("")
         self.stats.verified += 1
         return ev, waited
-
-    def _check_beside(self, text: str, tokens: tuple[str, ...], numerics,
-                      beside: Callable[[], object]) -> tuple[Comparison, float]:
-        """`Verifier.check` on a thread (worker requests and numpy only: no IR is touched off
-        this thread) while `beside` runs here; the comparison, and the seconds `beside` ran on
-        after the check's end. A `CandidateError` of the check is raised here."""
-        box: list = []
-
-        def check() -> None:
-            try:
-                box.append(self.verifier.check(text, tokens, numerics))
-            except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
-                box.append(e)
-            box.append(time.perf_counter())
-
-        thread = threading.Thread(target=check, name="shlo_env-verify", daemon=True)
-        thread.start()
-        try:
-            beside()
-        finally:
-            beside_end = time.perf_counter()
-            thread.join()
-        outcome, check_end = box
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome, max(0.0, beside_end - check_end)
 
     def _side_by_side(self, ev: Evaluation):
         """(baseline timing, candidate timing), interleaved in one worker request."""

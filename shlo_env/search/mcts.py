@@ -27,8 +27,11 @@ also acts once it has used `Schedule.step_s` of the time left when it began, so 
 joint action whose state measured best (`act_best_child`), since its visit counts say little. It
 stops at a terminal state or after `ctx.max_steps` steps; a stop action ends it only when the
 time is spent or its step found no new state, otherwise the next step searches on from the same
-root (a stop chosen after a few simulations would leave most of the budget unused). Failed candidates get the
-lowest value seen. The returned result is the best verified state evaluated anywhere.
+root (a stop chosen after a few simulations would leave most of the budget unused). An acted
+joint action that fails verification gives way to the best simulated child. Such a walk is an
+episode: while time is left, the next one starts at the top again with the tree kept, until an
+episode tries no new state. Failed candidates get the lowest value seen. The returned result is
+the best verified state evaluated anywhere.
 
 Two additions to the paper, on by default. `seed_hot` (with `hot_first`): the first simulations of each step
 take the single rewrite at each of the `seed_hot` hottest sites (`SearchContext.singles`, ordered by
@@ -255,16 +258,28 @@ class FactorizedMCTS(Strategy):
     def search(self, ctx: SearchContext) -> Evaluation:
         minmax = MinMax()
         start = self.begin(ctx)
-        root = self._node(ctx, start, -math.log(self.start_ratio(ctx, start)))  # the original: ratio 1.0, value 0
-        minmax.update(root.value)
+        top = self._node(ctx, start, -math.log(self.start_ratio(ctx, start)))  # the original: ratio 1.0, value 0
+        minmax.update(top.value)
+        self.info.update(budgets=[], actions=[], episodes=0)
+        while not top.terminal and not ctx.out_of_time():
+            tried = ctx.evaluator.stats.evaluated
+            self.episode(ctx, top, minmax, seed_top=self.info["episodes"] == 0)
+            self.info["episodes"] += 1
+            if ctx.evaluator.stats.evaluated == tried:
+                break  # the whole episode tried no new state: the tree is searched out
+        return ctx.best
+
+    def episode(self, ctx: SearchContext, root: Node, minmax: MinMax, seed_top: bool = True) -> None:
+        """Acting steps from `root` until a terminal state, `ctx.max_steps` steps, or a stop.
+        Later episodes start at the top again with the tree kept (the time is the user's
+        budget: walked to the end with time left, the search explores on)."""
         budgets = decayed_budgets(self.budget, self.decay, self.min_budget, ctx.max_steps)
-        self.info.update(budgets=[], actions=[])
-        seeds = self.seeds(ctx, root) if not root.terminal else []
+        seeds = self.seeds(ctx, root) if seed_top else []
         deferred, max_deferred = 0, 4 * len(budgets)
-        for step, budget in enumerate(budgets):
+        for budget in budgets:
             if root.terminal or ctx.out_of_time():
-                break
-            done, nodes_before = 0, self.info.get("nodes", 0)
+                return
+            done, tried = 0, ctx.evaluator.stats.evaluated
             step_end = time.perf_counter() + Schedule.step_s(ctx.time_left())
 
             def go_on() -> bool:
@@ -281,21 +296,31 @@ class FactorizedMCTS(Strategy):
             vec = self.act(root) if done >= budget else self.act_best_child(root)
             self.info["actions"].append(root.exp.describe(vec))
             if is_stop(vec):
-                if ctx.out_of_time() or self.info.get("nodes", 0) == nodes_before or deferred >= max_deferred:
-                    break
-                # time is left and the step still found new states: search on from the same root
+                if ctx.out_of_time() or ctx.evaluator.stats.evaluated == tried or deferred >= max_deferred:
+                    return
+                # time is left and the step still tried new states (failed ones too, which add no
+                # node: where most candidates fail verification, they are most of what is new)
                 deferred += 1
-                self.info["stops_deferred"] = deferred
+                self.info["stops_deferred"] = self.info.get("stops_deferred", 0) + 1
                 budgets.append(budget)
                 continue
-            nxt = root.children.get(tuple(vec))
+            nxt = self._step_to(ctx, root, vec)
             if nxt is None:
-                # the marginals can combine into a joint action no simulation took: try it now
-                child = ctx.child(root.exp, vec)
-                v = value_of(ctx.evaluate(child, expand=True)) if child is not None and not ctx.out_of_time() else None
-                if child is None or v is None:
-                    break
-                nxt = root.children[tuple(vec)] = self._node(ctx, child, v)
+                return
             root = nxt
             seeds = self.seeds(ctx, root) if not root.terminal else []  # each step's root gets its own
-        return ctx.best
+
+    def _step_to(self, ctx: SearchContext, root: Node, vec: list[int]) -> Node | None:
+        """The child the acting step chose. The marginals can combine into a joint action no
+        simulation took: it is tried now, and when it fails, the best simulated child is taken
+        instead (a failed combination does not end the search)."""
+        key = tuple(vec)
+        if key in root.children:
+            return root.children[key]
+        child = ctx.child(root.exp, vec) if not ctx.out_of_time() else None
+        v = value_of(ctx.evaluate(child, expand=True)) if child is not None else None
+        if v is not None:
+            root.children[key] = self._node(ctx, child, v)
+            return root.children[key]
+        best = self.act_best_child(root)
+        return root.children.get(tuple(best)) if not is_stop(best) else None

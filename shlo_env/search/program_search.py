@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -50,6 +49,7 @@ from contextlib import AbstractContextManager
 
 from shlo_env.execute import runtime
 from shlo_env.execute import xla_options as option_actions
+from shlo_env.execute.background import BackgroundRequest
 from shlo_env.execute.runners import CandidateError, FailureKind, LockedWorker, Runner
 from shlo_env.execute.worker import Worker
 from shlo_env.ir.hashing import dag_hash
@@ -571,25 +571,8 @@ def _compile_and_call(run: ProgramSearch, text: str, arrays: list) -> ProbeOutco
 
 
 def _probe_beside(run: ProgramSearch, text: str, arrays: list) -> Callable[[], ProbeOutcome]:
-    """Start the probe on a thread (it only talks to the worker's process: no IR is touched
-    off this thread); the returned function waits for its outcome."""
-    box: list = []
-
-    def request() -> None:
-        try:
-            box.append(_compile_and_call(run, text, arrays))
-        except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
-            box.append(e)
-
-    thread = threading.Thread(target=request, name="shlo_env-probe", daemon=True)
-    thread.start()
-
-    def wait() -> ProbeOutcome:
-        thread.join()
-        if isinstance(box[0], BaseException):
-            raise box[0]
-        return box[0]
-    return wait
+    """Start the probe on a thread; the returned function waits for its outcome."""
+    return BackgroundRequest(lambda: _compile_and_call(run, text, arrays), "shlo_env-probe").result
 
 
 def _probe_inputs(program: Program, seed: int) -> list:

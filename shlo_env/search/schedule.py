@@ -59,6 +59,10 @@ SWEEP_ROOM = 1.5  # whole-program evaluations the time left must hold for a swee
 STEP = 0.50
 COMPILE_RANK = 0.50
 OPTION_SCREEN = 0.35
+#: Seconds a worker process takes to start again (its jax import; measured 1.0 s on the 2-core
+#: dev machine). A profile stopped at its timeout kills the worker: stopping it sooner than a
+#: restart and the original's compile would take again saves nothing.
+WORKER_RESTART_S = 1.0
 #: A program whose compile takes this long (seconds) has its float64 references computed on a
 #: thread while the patterns match and the profile runs (the worker is idle then).
 PREFETCH_COMPILE_S = 1.0
@@ -248,9 +252,11 @@ class Schedule:
         return False, f"a profile of the original takes about {cost_s:.1f} s, {max(0.0, allowed):.1f} s allowed"
 
     def profile_timeout_s(self, cost_s: float) -> float:
-        """The profile's request timeout: what was allowed for it (it may take twice its estimate,
-        within the fixed phases' share), past which it is stopped and the static order used."""
-        return max(cost_s, min(2 * cost_s, PROFILE * self.total_s, self.fixed_left()))
+        """The profile's request timeout, past which it is stopped (the worker restarted) and the
+        static order used: twice its estimate, or at least what the restart costs (a 0.1 s
+        profile stopped at 0.1 s cost seconds), within `PROFILE` of the budget."""
+        restart_s = WORKER_RESTART_S + self.compile_s
+        return max(cost_s, min(max(2 * cost_s, restart_s), PROFILE * self.total_s))
 
     def prefetch_references(self) -> bool:
         """Compute the float64 references on a thread while the patterns match (a slow compile)."""
