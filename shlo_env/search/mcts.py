@@ -318,9 +318,10 @@ class FactorizedMCTS(Strategy):
         if key in root.children:
             return root.children[key]
         child = ctx.child(root.exp, vec) if not ctx.out_of_time() else None
-        v = value_of(ctx.evaluate(child, expand=True)) if child is not None else None
-        if v is not None:
-            root.children[key] = self._node(ctx, child, v)
-            return root.children[key]
+        if child is not None:
+            v = value_of(ctx.evaluate(child, expand=True))
+            if v is not None:
+                root.children[key] = self._node(ctx, child, v)
+                return root.children[key]
         best = self.act_best_child(root)
         return root.children.get(tuple(best)) if not is_stop(best) else None
