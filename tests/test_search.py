@@ -503,22 +503,42 @@ def test_mcts_searches_on_after_a_stop_while_time_is_left(multi_program):
 
 def test_mcts_walks_episodes_from_the_top_until_none_finds_a_new_state(multi_program):
     """One step an episode: the time left after it goes to further walks from the original with
-    the tree kept; the search ends on its own once a walk adds no node."""
+    the tree kept; the search ends on its own once a walk (and the widening after it) tries no
+    new state."""
     ctx, worker = make_ctx(multi_program, max_steps=1)
     mcts = FactorizedMCTS(budget=2, min_budget=2, seed_pick_first=False, seed_hot=0)
-    walk, added = mcts.episode, []
+    walk, added, tried = mcts.episode, [], []
 
     def counted(*a, **k):
-        before = mcts.info.get("nodes", 0)
+        before, evaluated = mcts.info.get("nodes", 0), ctx.evaluator.stats.evaluated
         walk(*a, **k)
         added.append(mcts.info.get("nodes", 0) - before)
+        tried.append(ctx.evaluator.stats.evaluated - evaluated)
 
     mcts.episode = counted
     best = mcts.search(ctx)
     assert len(added) == mcts.info["episodes"] >= 2
-    assert all(n > 0 for n in added[:-1]) and added[1] > 0 and added[-1] == 0  # a later walk found new states
+    assert added[0] > 0 and added[1] > 0 and tried[-1] == 0  # a later walk found new states
     assert not ctx.out_of_time()
     assert best.ratio < 1.0
+    assert_each_state_compiled_once(ctx, worker)
+
+
+def test_mcts_tries_the_untried_singles_when_a_walk_finds_nothing_new(multi_program):
+    """Walks that meet only states tried before (most candidates failing, say) do not end the
+    search while single rewrites at the top are untried: those are valued, then it ends on its own."""
+    ctx, worker = make_ctx(multi_program, max_steps=1)
+    mcts = FactorizedMCTS(budget=2, min_budget=2, seed_pick_first=False, seed_hot=0)
+    mcts.episode = lambda *a, **k: None  # a walk that tries nothing
+    mcts.search(ctx)
+    top = mcts._node(ctx, ctx.root, 0.0)
+    singles = [tuple(v) for v in one_hot_vectors(top.exp.dims) if top.exp.dims[v.index(max(v))].kind == "rewrite"]
+    assert mcts.info["widened"] >= len(singles) >= 2
+    evaluated = {ev.hash for ev in ctx.evaluator.cache.values()}
+    children = [ctx.child(top.exp, list(vec)) for vec in singles]
+    assert all(child.hash in evaluated for child in children if child is not None)  # each was tried
+    assert mcts.info["episodes"] >= 2  # a walk after the widening, which found nothing new either
+    assert not ctx.out_of_time()
     assert_each_state_compiled_once(ctx, worker)
 
 

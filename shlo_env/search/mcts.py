@@ -29,8 +29,9 @@ stops at a terminal state or after `ctx.max_steps` steps; a stop action ends it 
 time is spent or its step found no new state, otherwise the next step searches on from the same
 root (a stop chosen after a few simulations would leave most of the budget unused). An acted
 joint action that fails verification gives way to the best simulated child. Such a walk is an
-episode: while time is left, the next one starts at the top again with the tree kept, until an
-episode tries no new state. Failed candidates get the lowest value seen. The returned result is
+episode: while time is left, the next one starts at the top again with the tree kept; when an
+episode tries no new state, the top's singles and sweeps not simulated yet are (`widen`), and
+the search ends once neither finds a new state. Failed candidates get the lowest value seen. The returned result is
 the best verified state evaluated anywhere.
 
 Two additions to the paper, on by default. `seed_hot` (with `hot_first`): the first simulations of each step
@@ -261,13 +262,36 @@ class FactorizedMCTS(Strategy):
         top = self._node(ctx, start, -math.log(self.start_ratio(ctx, start)))  # the original: ratio 1.0, value 0
         minmax.update(top.value)
         self.info.update(budgets=[], actions=[], episodes=0)
+        widened: set[tuple[int, ...]] = set()
         while not top.terminal and not ctx.out_of_time():
             tried = ctx.evaluator.stats.evaluated
             self.episode(ctx, top, minmax, seed_top=self.info["episodes"] == 0)
             self.info["episodes"] += 1
-            if ctx.evaluator.stats.evaluated == tried:
-                break  # the whole episode tried no new state: the tree is searched out
+            if ctx.evaluator.stats.evaluated == tried and not self.widen(ctx, top, minmax, widened):
+                break  # neither the walk nor the untried singles and sweeps found a new state
         return ctx.best
+
+    def widen(self, ctx: SearchContext, top: Node, minmax: MinMax, done: set[tuple[int, ...]]) -> bool:
+        """A walk that tried no new state, with time left: the singles and sweeps at the top not
+        simulated yet (hottest first, alternating), each valued alone, for a step's share of
+        the time left. Where most candidates fail verification (a float64 solver whose
+        iteration count any reordering changes), the walks keep meeting the same failed
+        combinations while most single rewrites are untried; the next walk combines those
+        that verify. Returns whether a new state was tried (`done`: the vectors taken so far)."""
+        tried = ctx.evaluator.stats.evaluated
+        end = time.perf_counter() + Schedule.step_s(ctx.time_left())
+        vecs = interleave(sources.singles(self.hot_first)(ctx, top.exp), sources.sweeps(self.hot_first)(ctx, top.exp))
+        for vec in vecs:
+            if ctx.out_of_time() or time.perf_counter() >= end:
+                break
+            key = tuple(vec)
+            if key in done or key in top.children:
+                continue
+            done.add(key)
+            self.simulate(top, ctx, minmax, forced=vec, policy="none")
+        new = ctx.evaluator.stats.evaluated - tried
+        self.info["widened"] = self.info.get("widened", 0) + new
+        return new > 0
 
     def episode(self, ctx: SearchContext, root: Node, minmax: MinMax, seed_top: bool = True) -> None:
         """Acting steps from `root` until a terminal state, `ctx.max_steps` steps, or a stop.
