@@ -8,7 +8,9 @@ shared across programs as `optimize` and the bench use) and the table gives the 
 phase (`ProgramResult.phases`, from the one `Schedule`), the seconds spent evaluating candidates
 (whole programs verified and timed, and regions judged) as a share of the budget, and the number
 of candidates. The summary counts the programs that spent at least `--target` of the budget on
-candidates among those whose original compiles and runs once in 10 % of the budget (the probe).
+candidates among those whose original compiles and runs once in 10 % of the budget (the probe),
+and names those below it whose search ran out of candidates rather than time (marked "ended
+early": the search phase's `ended`, more than `schedule.ENDED_EARLY` of the budget left).
 Check the load average first: phases stretch under load.
 """
 
@@ -64,6 +66,7 @@ def main() -> None:
     print("| program | ops | budget | " + " | ".join(COLUMNS) + " | candidates s | share | count | ratio |")
     print("|---|---:|---:|" + "---:|" * len(COLUMNS) + "---:|---:|---:|---:|")
     shares: dict[float, list[float]] = {b: [] for b in budgets}
+    ended: dict[float, list[str]] = {b: [] for b in budgets}
     with Worker() as worker:
         for name, program in programs:
             for budget in budgets:
@@ -72,10 +75,14 @@ def main() -> None:
                 share = res.candidate_s / budget
                 count = res.candidates_evaluated + int(res.strategy_info.get("region_candidates") or 0)
                 eligible = spent.get("probe", budget) <= 0.1 * budget and res.status == "ok"
+                early = next((p.get("ended", "") for p in res.phases if p["name"] == "search"), "")
                 if eligible:
                     shares[budget].append(share)
+                    if early and share < a.target:
+                        ended[budget].append(name)
                 cells = " | ".join(f"{spent.get(c, 0.0):.1f}" for c in COLUMNS)
-                print(f"| {name}{'' if eligible else ' (slow probe)'} | {program.num_ops()} | {budget:.0f} | {cells} | "
+                mark = ("" if eligible else " (slow probe)") + (" (ended early)" if early else "")
+                print(f"| {name}{mark} | {program.num_ops()} | {budget:.0f} | {cells} | "
                       f"{res.candidate_s:.1f} | {share:.0%} | {count} | {res.ratio:.3f} |",
                       flush=True)
     print(f"\nload {os.getloadavg()}")
@@ -83,7 +90,8 @@ def main() -> None:
         if values:
             hit = sum(v >= a.target for v in values)
             print(f"budget {budget:.0f}: {hit} of {len(values)} programs spent >= {a.target:.0%} on candidates; "
-                  f"median share {statistics.median(values):.0%}, lowest {min(values):.0%}")
+                  f"median share {statistics.median(values):.0%}, lowest {min(values):.0%}"
+                  + (f"; below it and out of candidates: {', '.join(ended[budget])}" if ended[budget] else ""))
 
 
 if __name__ == "__main__":

@@ -130,6 +130,24 @@ def test_a_search_records_every_phase_and_where_the_budget_went():
     assert back.to_record() == res.to_record()
 
 
+def test_a_search_that_runs_out_of_candidates_says_so():
+    """A search that tries every candidate it has well before its deadline ends there, and the
+    report says why the budget was not spent (as the bench CSV's `search_ended`)."""
+    from shlo_env.bench.report import csv_row
+
+    assert not Schedule(30.0).ended_early(2.0) and Schedule(30.0).ended_early(10.0)
+    x = np.ones((64, 16), np.float32)
+    program = se.lower(lambda a: jnp.sum(a * 2.0, axis=0), x)
+    res = optimize_program(program, SearchOptions(budget_s=20.0, strategy="exhaustive", xla_options=False))
+    assert res.status == "ok", res.error
+    search = next(p for p in res.phases if p["name"] == "search")
+    assert "no candidate left to try" in search.get("ended", ""), search
+    assert search["spent_s"] < 10.0 and "ended: exhaustive had no candidate left" in str(res)
+    row = csv_row({**res.to_record(), "config": '{"budget_s": 20}'})
+    assert row["search_ended"] == search["ended"]
+    assert PhaseRecord.from_record(search).to_record() == search
+
+
 def test_a_phase_run_beside_another_counts_only_the_seconds_it_added():
     s = Schedule(30.0)
     t = time.perf_counter()

@@ -190,7 +190,7 @@ CSV_COLUMNS = ("dataset", "uri", "name", "strategy", "strategy_used", "status", 
                "disabled_passes", "decisions", "numerics", "noise", "threshold", "faster_threshold",
                "slower_threshold", "flops_best", "bytes_best", "roofline_floor_ms", "t_over_floor",
                "candidates", "cache_hits", "untimed", "decision_space", "search_s", "total_s", "peak_rss_mb",
-               "candidate_s", "candidate_share") + tuple(f"phase_{p}_s" for p in PHASE_COLUMNS) + (
+               "candidate_s", "candidate_share", "search_ended") + tuple(f"phase_{p}_s" for p in PHASE_COLUMNS) + (
                "program_hash", "best_hash",
                "error", "reason", "env_id", "machine", "jax", "jaxlib", "finished_at")
 
@@ -216,6 +216,7 @@ def csv_row(r: dict) -> dict:
     phases = {p["name"]: p for p in _json(r.get("phases"), [])}
     for name in PHASE_COLUMNS:  # seconds each phase spent; the budget's split is the schedule's
         out[f"phase_{name}_s"] = phases[name]["spent_s"] if name in phases else None
+    out["search_ended"] = phases.get("search", {}).get("ended", "")  # ran out of candidates, not of time
     budget = _json(r.get("config"), {}).get("budget_s")
     out["candidate_share"] = (r["candidate_s"] / budget if r.get("candidate_s") is not None and budget else None)
     return out

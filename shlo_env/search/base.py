@@ -330,6 +330,7 @@ class SearchRun:
     swept: first_sweeps.FirstSweep | None = None  # the first sweep, once it ran (once per search)
     best: Evaluation | None = None
     open_tail: OpenTail | None = None  # the deadlines while nothing beats the original
+    handed: State | None = None  # a follow-up search begins here (`SearchContext.hand_over`)
     # Rewrites that paid: label -> the best ratio (child / parent) of a step taking only that
     # rewrite (at one site or all). A child state offers the same rewrite at new sites (the
     # copies of an unrolled loop body), so sweeps try these first (see `SearchContext.sweeps`).
@@ -599,6 +600,13 @@ class SearchContext:
                 self.run.start, self.run.start_ratio = self.run.swept.start
         return self.run.swept.start[0] if self.run.swept.start is not None else start
 
+    def hand_over(self, evaluation: Evaluation) -> State:
+        """Make a measured state the one the next strategy begins from (a follow-up search
+        from an earlier strategy's best); returns it."""
+        state = State(evaluation.program, evaluation.hash, evaluation.actions)
+        self.run.start, self.run.start_ratio, self.run.handed = state, evaluation.ratio, state
+        return state
+
     def describe_passes(self) -> list[str]:
         return [f"{a} ({describe(a)})" for a in self.settings.actions]
 
@@ -631,7 +639,10 @@ class Strategy:
     def begin(self, ctx: SearchContext) -> State:
         """The state to start from: the XLA option screen's choice when `screen_options`
         (run once per search, `SearchContext.screen_options`), else the root; then the first
-        sweep's program on top of it when `first_sweep` and it is faster."""
+        sweep's program on top of it when `first_sweep` and it is faster. A follow-up search
+        begins where the earlier strategy handed over (`SearchContext.hand_over`)."""
+        if ctx.run.handed is not None:
+            return ctx.run.handed
         start = ctx.root
         if self.screen_options:
             start = ctx.screen_options()

@@ -324,6 +324,27 @@ def _searcher(run: ProgramSearch) -> Strategy:
     return run.searcher
 
 
+#: The strategy that searches on from the best state when "auto"'s choice ran out of candidates
+#: with time left (an exhaustive search of a small space, a regional search of a large program):
+#: its walks go deeper than one step and it ends on its own once it finds no new state.
+FOLLOW_UP = "mcts"
+
+
+def _ran_out(run: ProgramSearch) -> bool:
+    """The search returned with much of its time left, not at its deadline."""
+    return run.schedule.ended_early(run.ctx.time_left()) and not run.ctx.out_of_time()
+
+
+def _follow_up(run: ProgramSearch) -> Strategy:
+    """The follow-up strategy, beginning at the best state so far (the original when none beat it)."""
+    best = run.ctx.best
+    if best.timed and best.key != run.evaluator.original_key:
+        run.ctx.hand_over(best)
+    first = run.searcher
+    return get_strategy(FOLLOW_UP, hot_first=getattr(first, "hot_first", True), first_sweep=False,
+                        screen_options=getattr(first, "screen_options", True))
+
+
 def search(run: ProgramSearch) -> bool:
     """The strategy, until the search deadline; candidates' requests stop before the time kept
     for confirming the winner (a re-time with its set-up, or the paired test's reserve)."""
@@ -336,15 +357,24 @@ def search(run: ProgramSearch) -> bool:
     # while nothing beats the original, the time kept for confirming a winner is the search's
     ctx.open_tail(s.open_search_deadline())
     t = time.perf_counter()
+    follow = None
     try:
         run.best = best = searcher.search(ctx)
+        if _ran_out(run) and run.options.strategy == "auto" and res.strategy != FOLLOW_UP:
+            follow = _follow_up(run)
+            run.best = best = follow.search(ctx)
     finally:
         if not isinstance(run.progress, Progress):
             ctx.progress.close(ev, ctx.best)
     res.search_s = time.perf_counter() - t
+    if _ran_out(run):
+        who = res.strategy + (f", then {FOLLOW_UP}," if follow is not None else "")
+        s.record("search").ended = f"{who} had no candidate left to try, {ctx.time_left():.0f} s before its deadline"
     if ctx.caches.augments_cut:
         s.cut("search", f"matching stopped early in {ctx.caches.augments_cut} of the searched states")
     res.strategy_info = _jsonable(dict(searcher.info))
+    if follow is not None:
+        res.strategy_info["follow_up"] = _jsonable({"strategy": FOLLOW_UP, **follow.info})
     if run.site_order:
         res.strategy_info["site_order"] = run.site_order
     res.trajectory = ctx.trail

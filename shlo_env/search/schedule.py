@@ -26,6 +26,7 @@ The shares, in one table (fractions of the whole budget unless the name says oth
 | `STEP` 0.50 | search time left | one MCTS step before it acts |
 | `COMPILE_RANK` 0.50 | search time left | the learned strategy's ranking by compiled executables |
 | `OPTION_SCREEN` 0.35 | search time left | screening XLA options before the rewrites |
+| `ENDED_EARLY` 0.10 | budget | a search that ends with more of its time left than this ran out of candidates: the report says so |
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ SWEEP_ROOM = 1.5  # whole-program evaluations the time left must hold for a swee
 STEP = 0.50
 COMPILE_RANK = 0.50
 OPTION_SCREEN = 0.35
+ENDED_EARLY = 0.10
 #: Seconds a worker process takes to start again (its jax import; measured 1.0 s on the 2-core
 #: dev machine). A profile stopped at its timeout kills the worker: stopping it sooner than a
 #: restart and the original's compile would take again saves nothing.
@@ -80,7 +82,8 @@ FIXED_PHASES = ("probe", "originals", "noise", "augment", "profile")
 class PhaseRecord:
     """What one phase was given (seconds; nan: bounded only by a deadline), spent, and cut.
     `beside_s`: seconds it ran while an earlier phase (`beside`) waited on the worker; they are
-    not in `spent_s`, so that the records add up to the search's wall time."""
+    not in `spent_s`, so that the records add up to the search's wall time. `ended`: why it
+    ended well before its time (the search: no candidate left to try)."""
 
     name: str
     given_s: float = math.nan
@@ -88,23 +91,25 @@ class PhaseRecord:
     cut: str = ""
     beside_s: float = 0.0
     beside: str = ""
+    ended: str = ""
 
     def to_record(self) -> dict:
         return {"name": self.name, "given_s": None if math.isnan(self.given_s) else round(self.given_s, 3),
                 "spent_s": round(self.spent_s, 3), "cut": self.cut,
-                **({"beside_s": round(self.beside_s, 3), "beside": self.beside} if self.beside else {})}
+                **({"beside_s": round(self.beside_s, 3), "beside": self.beside} if self.beside else {}),
+                **({"ended": self.ended} if self.ended else {})}
 
     @classmethod
     def from_record(cls, d: dict) -> "PhaseRecord":
         given = d.get("given_s")
         return cls(d["name"], math.nan if given is None else float(given), float(d.get("spent_s", 0.0)),
-                   d.get("cut", ""), float(d.get("beside_s", 0.0)), d.get("beside", ""))
+                   d.get("cut", ""), float(d.get("beside_s", 0.0)), d.get("beside", ""), d.get("ended", ""))
 
     def __str__(self) -> str:
         given = "" if math.isnan(self.given_s) else f" of {self.given_s:.1f} s"
         beside = f" (and {self.beside_s:.1f} s beside the {self.beside})" if self.beside else ""
         return (f"{self.name:<11} {self.spent_s:6.1f} s{given}{beside}"
-                + (f"; cut: {self.cut}" if self.cut else ""))
+                + (f"; cut: {self.cut}" if self.cut else "") + (f"; ended: {self.ended}" if self.ended else ""))
 
 
 class Schedule:
@@ -157,6 +162,11 @@ class Schedule:
         if why:
             r = self.record(name)
             r.cut = f"{r.cut}; {why}" if r.cut else why
+
+    def ended_early(self, left_s: float) -> bool:
+        """A search that returned with `left_s` seconds to its deadline ran out of candidates
+        (more than `ENDED_EARLY` of the budget unused), rather than out of time."""
+        return left_s > ENDED_EARLY * self.total_s
 
     def cuts(self) -> tuple[str, ...]:
         return tuple(f"{r.name}: {r.cut}" for r in self.phases if r.cut)
