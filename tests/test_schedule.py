@@ -146,6 +146,19 @@ def test_a_search_that_runs_out_of_candidates_says_so():
     row = csv_row({**res.to_record(), "config": '{"budget_s": 20}'})
     assert row["search_ended"] == search["ended"]
     assert PhaseRecord.from_record(search).to_record() == search
+    assert "follow_up" not in res.strategy_info  # a strategy the user named is not followed up
+
+
+def test_auto_searches_on_with_mcts_when_its_strategy_runs_out_of_candidates():
+    x = np.ones((64, 16), np.float32)
+    program = se.lower(lambda a: jnp.sum(a * 2.0, axis=0), x)
+    res = optimize_program(program, SearchOptions(budget_s=10.0, strategy="auto", xla_options=False))
+    assert res.status == "ok", res.error
+    assert res.strategy == "exhaustive" and res.strategy_info["follow_up"]["strategy"] == "mcts"
+    assert res.strategy_info["follow_up"].get("simulations", 0) >= 1
+    search = next(p for p in res.phases if p["name"] == "search")
+    assert not search.get("ended") or "exhaustive, then mcts, had no candidate" in search["ended"]
+    assert sum(p["spent_s"] for p in res.phases) <= 10.0 * 1.1
 
 
 def test_a_phase_run_beside_another_counts_only_the_seconds_it_added():

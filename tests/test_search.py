@@ -542,6 +542,17 @@ def test_mcts_tries_the_untried_singles_when_a_walk_finds_nothing_new(multi_prog
     assert_each_state_compiled_once(ctx, worker)
 
 
+def test_a_follow_up_search_begins_where_the_earlier_strategy_handed_over(multi_program):
+    ctx, _ = make_ctx(multi_program)
+    exp = ctx.expand(ctx.root)
+    ev = ctx.evaluate(ctx.child(exp, pick_first_vector(exp.dims)))
+    assert ev.timed
+    state = ctx.hand_over(ev)
+    mcts = FactorizedMCTS()
+    assert mcts.begin(ctx) is state and mcts.start_ratio(ctx, state) == ev.ratio
+    assert state.key == ev.key
+
+
 def test_mcts_takes_the_best_simulated_child_when_the_acted_combination_fails(multi_program):
     from shlo_env.search.evaluator import Evaluation, Status
     from shlo_env.search.mcts import Node

@@ -335,14 +335,21 @@ def _ran_out(run: ProgramSearch) -> bool:
     return run.schedule.ended_early(run.ctx.time_left()) and not run.ctx.out_of_time()
 
 
-def _follow_up(run: ProgramSearch) -> Strategy:
-    """The follow-up strategy, beginning at the best state so far (the original when none beat it)."""
-    best = run.ctx.best
+def _strategies(run: ProgramSearch, first: Strategy) -> Strategy | None:
+    """Run the strategy, then, when "auto" chose it and it ran out of candidates, `FOLLOW_UP`
+    from the best state so far (the original when none beat it); returns the follow-up, if any.
+    A strategy named by the user is never followed up (strategies stay comparable)."""
+    ctx = run.ctx
+    run.best = first.search(ctx)
+    if not (_ran_out(run) and run.options.strategy == "auto" and run.res.strategy != FOLLOW_UP):
+        return None
+    best = ctx.best
     if best.timed and best.key != run.evaluator.original_key:
-        run.ctx.hand_over(best)
-    first = run.searcher
-    return get_strategy(FOLLOW_UP, hot_first=getattr(first, "hot_first", True), first_sweep=False,
-                        screen_options=getattr(first, "screen_options", True))
+        ctx.hand_over(best)
+    follow = get_strategy(FOLLOW_UP, hot_first=getattr(first, "hot_first", True), first_sweep=False,
+                          screen_options=getattr(first, "screen_options", True))
+    run.best = follow.search(ctx)
+    return follow
 
 
 def search(run: ProgramSearch) -> bool:
@@ -357,15 +364,12 @@ def search(run: ProgramSearch) -> bool:
     # while nothing beats the original, the time kept for confirming a winner is the search's
     ctx.open_tail(s.open_search_deadline())
     t = time.perf_counter()
-    follow = None
     try:
-        run.best = best = searcher.search(ctx)
-        if _ran_out(run) and run.options.strategy == "auto" and res.strategy != FOLLOW_UP:
-            follow = _follow_up(run)
-            run.best = best = follow.search(ctx)
+        follow = _strategies(run, searcher)
     finally:
         if not isinstance(run.progress, Progress):
             ctx.progress.close(ev, ctx.best)
+    best = run.best
     res.search_s = time.perf_counter() - t
     if _ran_out(run):
         who = res.strategy + (f", then {FOLLOW_UP}," if follow is not None else "")
