@@ -330,7 +330,7 @@ class SearchRun:
     swept: first_sweeps.FirstSweep | None = None  # the first sweep, once it ran (once per search)
     best: Evaluation | None = None
     open_tail: OpenTail | None = None  # the deadlines while nothing beats the original
-    handed: State | None = None  # a follow-up search begins here (`SearchContext.hand_over`)
+    handed: bool = False  # `start` was handed over: a follow-up search begins there (`SearchContext.hand_over`)
     # Rewrites that paid: label -> the best ratio (child / parent) of a step taking only that
     # rewrite (at one site or all). A child state offers the same rewrite at new sites (the
     # copies of an unrolled loop body), so sweeps try these first (see `SearchContext.sweeps`).
@@ -604,7 +604,7 @@ class SearchContext:
         """Make a measured state the one the next strategy begins from (a follow-up search
         from an earlier strategy's best); returns it."""
         state = State(evaluation.program, evaluation.hash, evaluation.actions)
-        self.run.start, self.run.start_ratio, self.run.handed = state, evaluation.ratio, state
+        self.run.start, self.run.start_ratio, self.run.handed = state, evaluation.ratio, True
         return state
 
     def describe_passes(self) -> list[str]:
@@ -641,8 +641,8 @@ class Strategy:
         (run once per search, `SearchContext.screen_options`), else the root; then the first
         sweep's program on top of it when `first_sweep` and it is faster. A follow-up search
         begins where the earlier strategy handed over (`SearchContext.hand_over`)."""
-        if ctx.run.handed is not None:
-            return ctx.run.handed
+        if ctx.run.handed:
+            return ctx.start
         start = ctx.root
         if self.screen_options:
             start = ctx.screen_options()

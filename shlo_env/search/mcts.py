@@ -31,8 +31,8 @@ root (a stop chosen after a few simulations would leave most of the budget unuse
 joint action that fails verification gives way to the best simulated child. Such a walk is an
 episode: while time is left, the next one starts at the top again with the tree kept; when an
 episode tries no new state, the top's singles and sweeps not simulated yet are (`widen`), and
-the search ends once neither finds a new state. Failed candidates get the lowest value seen. The returned result is
-the best verified state evaluated anywhere.
+the search ends once neither finds a new state. Failed candidates get the lowest value seen.
+The returned result is the best verified state evaluated anywhere.
 
 Two additions to the paper, on by default. `seed_hot` (with `hot_first`): the first simulations of each step
 take the single rewrite at each of the `seed_hot` hottest sites (`SearchContext.singles`, ordered by
