@@ -138,9 +138,9 @@ class ProgramSearch:
         return self.res.name
 
     def setup_s(self) -> float:
-        """What a request costs besides its calls: the worker's start and the compiles again (as
-        long as the probe took) once a request cut at the budget killed the worker."""
-        return self.schedule.compile_s + self.schedule.call_s if self.worker_restarted() else 0.0
+        """What a request costs besides its calls once a request cut at the budget killed the
+        worker: its start and the compiles again, as long as the probe took."""
+        return self.schedule.restart_s() + self.schedule.call_s if self.worker_restarted() else 0.0
 
     def worker_restarted(self) -> bool:
         """The worker that ran the probe was killed since (a request cut at the budget)."""

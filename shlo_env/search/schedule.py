@@ -265,8 +265,11 @@ class Schedule:
         """The profile's request timeout, past which it is stopped (the worker restarted) and the
         static order used: twice its estimate, or at least what the restart costs (a 0.1 s
         profile stopped at 0.1 s cost seconds), within `PROFILE` of the budget."""
-        restart_s = WORKER_RESTART_S + self.compile_s
-        return max(cost_s, min(max(2 * cost_s, restart_s), PROFILE * self.total_s))
+        return max(cost_s, min(max(2 * cost_s, self.restart_s()), PROFILE * self.total_s))
+
+    def restart_s(self) -> float:
+        """What a killed worker costs the next request: its start and the original's compile."""
+        return WORKER_RESTART_S + self.compile_s
 
     def prefetch_references(self) -> bool:
         """Compute the float64 references on a thread while the patterns match (a slow compile)."""
