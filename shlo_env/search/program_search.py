@@ -147,7 +147,7 @@ class ProgramSearch:
         return getattr(self.base_worker, "pid", None) != self.probe_pid
 
     def pair_s(self) -> float:
-        return policy_seconds(self.timing, self.schedule.call_s)
+        return self.schedule.pair_s
 
     def accept_reserve_s(self) -> float:
         """Seconds kept before the hard deadline for the paired test's second look."""
