@@ -274,8 +274,8 @@ class Verifier:
 
     def prefetch_references(self) -> None:
         """Start `references()` on a thread, so that their compile and runs overlap what the
-        caller does meanwhile (matching the patterns, profiling: a 4k-op train step's references
-        take 9 s); `references()` waits for it. The runner must take requests from two threads
+        caller does meanwhile on the IR (a 4k-op train step's references take 9 s);
+        `references()` waits for it. The runner must take requests from two threads
         (a `Worker` does: they take turns). A failure there is left to `references()` to meet
         again, in the caller's thread."""
         if self._references is not None or self._prefetch is not None:

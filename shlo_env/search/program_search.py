@@ -256,8 +256,6 @@ def noise(run: ProgramSearch) -> bool:
         res.noise = ev.measure_noise(max_seconds=given)
     except CandidateError as e:
         return run.original_failed("noise", e)
-    if isinstance(run.base_worker, Worker) and s.prefetch_references():
-        ev.verifier.prefetch_references()  # on a thread, while the patterns match
     if ev.baseline_s > 0:
         s.call_s = ev.baseline_s
     run.timing, cut = s.pair_policy(run.options.timing)
@@ -361,6 +359,10 @@ def search(run: ProgramSearch) -> bool:
     if not isinstance(run.progress, Progress):
         ctx.progress.label = f"{res.strategy} {run.name}"
     ev.hard_deadline = s.hard_deadline() - max(run.pair_s() + run.setup_s(), run.accept_reserve_s())
+    if isinstance(run.base_worker, Worker) and s.prefetch_references():
+        # on a thread, beside the strategy's work on the IR (started before the profile, it
+        # held the worker while the profile waited: 1.7 s of a conv encoder's 4.9 s profile)
+        ev.verifier.prefetch_references()
     # while nothing beats the original, the time kept for confirming a winner is the search's
     ctx.open_tail(s.open_search_deadline())
     t = time.perf_counter()

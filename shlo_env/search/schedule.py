@@ -66,7 +66,7 @@ ENDED_EARLY = 0.10
 #: restart and the original's compile would take again saves nothing.
 WORKER_RESTART_S = 1.0
 #: A program whose compile takes this long (seconds) has its float64 references computed on a
-#: thread while the patterns match and the profile runs (the worker is idle then).
+#: thread from the search's start, while the strategy builds its first candidates.
 PREFETCH_COMPILE_S = 1.0
 #: Verification data (input sets, the original's outputs, float64 references) a search may hold:
 #: this many bytes per budget second, within floor and cap. Corpus programs hold kilobytes; only
@@ -272,7 +272,7 @@ class Schedule:
         return WORKER_RESTART_S + self.compile_s
 
     def prefetch_references(self) -> bool:
-        """Compute the float64 references on a thread while the patterns match (a slow compile)."""
+        """Compute the float64 references on a thread from the search's start (a slow compile)."""
         return self.compile_s >= PREFETCH_COMPILE_S
 
     # --- the search and its acceptance ------------------------------------------------------------
