@@ -227,3 +227,23 @@ def test_the_tail_after_the_hard_deadline_is_what_the_final_timing_needs():
     need = schedule.FINAL_MARGIN * 3 * slow.pair_s
     assert slow.hard_deadline() == pytest.approx(60.0 - min(need, schedule.TAIL_MAX * 60.0))
     assert slow.hard_deadline() < fast.hard_deadline()
+
+
+def test_the_references_are_prefetched_after_the_profile_not_before_it():
+    """A slow-to-compile program's float64 references are computed on a thread from the search's
+    start: started before the profile, they held the worker while the profile waited for it."""
+    from shlo_env.search.program_search import ProgramSearch
+
+    x = np.ones((8, 8), np.float32)
+    run = ProgramSearch(se.lower(lambda a: jnp.tanh(a @ a), x), SearchOptions(budget_s=10.0), None, None, False)
+    phases = dict(PHASES)
+    try:
+        assert phases["probe"](run)
+        run.schedule.compile_s = 2 * schedule.PREFETCH_COMPILE_S  # as if its compile were slow
+        for name in ("originals", "noise", "augment", "profile"):
+            assert phases[name](run)
+            assert run.evaluator.verifier._prefetch is None and run.evaluator.verifier._references is None
+        phases["search"](run)
+        assert run.evaluator.verifier._references is not None or run.evaluator.verifier._prefetch is not None
+    finally:
+        run.finish()
