@@ -207,3 +207,34 @@ def test_a_final_timing_that_fails_keeps_the_ones_taken_before(worker, monkeypat
     assert res.status == "ok" and len(looks) == 2 and res.final_timings == 1, str(res)
     assert not res.returned_original and res.ratio < 1.0 and res.best["full"] / res.baseline["full"] == pytest.approx(res.ratio)
     assert "took 1 of 3 timings (the next failed: timeout" in res.reason, res.reason
+
+
+def test_a_winner_whose_sensitivity_the_budget_cuts_keeps_its_reference():
+    """The reference phase: when the hard deadline cuts the second widened run (the original's
+    sensitivity), the float64 reference already computed still goes to the caller's check."""
+    import types
+
+    from shlo_env.execute.runners import CandidateError, FailureKind
+    from shlo_env.search import program_search
+    from shlo_env.search.schedule import Schedule
+
+    ref = [np.ones(3)]
+
+    class CutEvaluator:
+        hard_deadline = 0.0  # long past: the request ended at the search's hard deadline
+
+        def references(self):
+            return [ref]
+
+        def sensitivity(self, i):
+            raise CandidateError(FailureKind.TIMEOUT, "no answer within 1 s (worker restarted)")
+
+        def _budget_cut(self, e):
+            return Evaluator._budget_cut(self, e)
+
+    res = types.SimpleNamespace(check_reference=None)
+    run = types.SimpleNamespace(accepted=True, best=types.SimpleNamespace(verified=Numerics.REASSOCIATE),
+                                evaluator=CutEvaluator(), res=res, schedule=Schedule(10.0))
+    assert program_search.reference(run)
+    assert res.check_reference == (ref, None)
+    assert "without the original's sensitivity" in run.schedule.record("reference").cut
