@@ -361,7 +361,7 @@ def search(run: ProgramSearch) -> bool:
     ev.hard_deadline = s.hard_deadline() - max(run.pair_s() + run.setup_s(), run.accept_reserve_s())
     if isinstance(run.base_worker, Worker) and s.prefetch_references():
         # on a thread, beside the strategy's work on the IR (started before the profile, it
-        # held the worker while the profile waited: 1.7 s of a conv encoder's 4.9 s profile)
+        # would hold the worker the profile waits for)
         ev.verifier.prefetch_references()
     # while nothing beats the original, the time kept for confirming a winner is the search's
     ctx.open_tail(s.open_search_deadline())

@@ -45,8 +45,8 @@ PAIR = 0.05
 NOISE = 0.10
 AUGMENT = 0.10
 PROFILE = 0.15
-#: A winner found late in the open tail still needs its float64 reference and its final timing
-#: from what is left: at 0.02, three corpus programs' winners lost them (one to three at 0.05).
+#: At least this much is kept: a winner found late in the open tail still needs its float64
+#: reference and its final timing from it.
 TAIL_MIN = 0.05
 TAIL_MAX = 0.15
 FINAL_MARGIN = 1.5
