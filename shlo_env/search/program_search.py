@@ -146,9 +146,6 @@ class ProgramSearch:
         """The worker that ran the probe was killed since (a request cut at the budget)."""
         return getattr(self.base_worker, "pid", None) != self.probe_pid
 
-    def pair_s(self) -> float:
-        return self.schedule.pair_s
-
     def accept_reserve_s(self) -> float:
         """Seconds kept before the hard deadline for the paired test's second look."""
         return self.schedule.accept_reserve_s(seconds_to_look(2 * self.schedule.call_s, SequentialRatioTest(), 1))
@@ -269,7 +266,7 @@ def augment_original(run: ProgramSearch) -> bool:
     """The patterns matched on the original once, within the schedule's deadline (unless they
     were matched beside the probe)."""
     s, o = run.schedule, run.options
-    deadline = s.search_deadline(run.pair_s(), run.accept_reserve_s())
+    deadline = s.search_deadline(s.pair_s, run.accept_reserve_s())
     bar = run.progress if isinstance(run.progress, Progress) else Progress(
         bool(run.progress), label=run.name, budget_s=s.total_s)
     run.ctx = _RecordingContext(run.program, resolve_patterns(o.patterns), run.evaluator, deadline=deadline,
@@ -358,7 +355,7 @@ def search(run: ProgramSearch) -> bool:
     searcher = _searcher(run)
     if not isinstance(run.progress, Progress):
         ctx.progress.label = f"{res.strategy} {run.name}"
-    ev.hard_deadline = s.hard_deadline() - max(run.pair_s() + run.setup_s(), run.accept_reserve_s())
+    ev.hard_deadline = s.hard_deadline() - max(s.pair_s + run.setup_s(), run.accept_reserve_s())
     if isinstance(run.base_worker, Worker) and s.prefetch_references():
         # on a thread, beside the strategy's work on the IR (started before the profile, it
         # would hold the worker the profile waits for)
