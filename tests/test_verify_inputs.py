@@ -224,3 +224,76 @@ def test_a_program_nan_everywhere_whatever_the_draw_verifies_nothing():
 def test_an_output_with_a_finite_value_or_an_integer_output_is_informative():
     nan, one = np.array([np.nan, np.inf], np.float32), np.array([np.nan, 1.0], np.float32)
     assert not informative([nan]) and informative([nan, one]) and informative([nan, np.array([3], np.int32)])
+
+
+def _random_inputs_as_documented(specs, seed, scale=1.0, nonnegative=False, int_max=None):
+    """`runtime.random_inputs` as first written, one draw per call: the sets' names must keep
+    naming these arrays."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for s in specs:
+        dtype, shape = np.dtype(s.dtype), tuple(s.shape)
+        if dtype == np.bool_:
+            out.append(rng.random(shape) < 0.5)
+        elif np.issubdtype(dtype, np.integer):
+            info = np.iinfo(dtype)
+            ints = rng.integers(max(info.min, -8), min(info.max, 8) + 1, size=shape)
+            if nonnegative:
+                ints = np.abs(ints) if int_max is None else np.abs(ints) % (int_max + 1)
+            out.append(ints.astype(dtype))
+        elif np.issubdtype(dtype, np.complexfloating):
+            out.append(np.asarray(scale * (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)), dtype=dtype))
+        else:
+            x = rng.standard_normal(shape)
+            out.append(np.asarray(scale * (np.abs(x) if nonnegative else x), dtype=dtype))
+    return out
+
+
+def test_kept_draws_remake_every_redrawn_set_bit_for_bit():
+    specs = [jax.ShapeDtypeStruct(shape, t) for shape, t in [
+        ((7, 3), jnp.float32), ((), jnp.float32), ((5,), jnp.float16), ((5,), jnp.bfloat16),
+        ((4,), jnp.float64), ((6,), jnp.int8), ((6,), jnp.uint8), ((6,), jnp.int32),
+        ((3,), jnp.bool_), ((4,), jnp.complex64), ((), jnp.int32)]]
+    draws = runtime.RandomDraws(specs, 11)
+    for d in (*REDRAWS, None):
+        args = (1.0, False, None) if d is None else (d.scale, d.nonnegative, d.int_max)
+        want = _random_inputs_as_documented(specs, 11, *args)
+        for got in (draws.inputs(*args), runtime.random_inputs(specs, 11, *args)):
+            assert [(g.dtype, g.shape) for g in got] == [(w.dtype, w.shape) for w in want]
+            assert all(isinstance(g, np.ndarray) for g in got)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g.view(np.uint8) if g.ndim else g, w.view(np.uint8) if w.ndim else w)
+    a, b = draws.inputs(), draws.inputs()
+    assert all(x is not y for x, y in zip(a, b))  # new arrays each time: a caller may own them
+
+
+def test_redrawn_sets_skip_their_first_draw_and_failed_draws_leave_the_runner():
+    """Once a draw made the first random set finite, the later sets are drawn that way at once
+    (their N(0,1) draw is never made or sent), and the draws that failed are dropped from the
+    runner, which ends holding the decided sets only."""
+    sent: list = []
+    live: set = set()
+
+    class Recording(InProcess):
+        def set_inputs(self, key, arrays):
+            sent.append(key)
+            live.add(key)
+            return super().set_inputs(key, arrays)
+
+        def drop_inputs(self, keys):
+            live.difference_update(keys)
+            return super().drop_inputs(keys)
+
+    v = Verifier(se.lower(_overflowing, SPEC), Recording(), num_random=3)
+    assert sent == []  # nothing drawn before the original runs
+    assert all(all_finite(o) for o in v.originals())
+    assert live == set(v.keys)
+    assert not any(k.endswith(("/set1", "/set2")) for k in sent), sent
+    assert sent[0].endswith("/set0") and len(sent) > 3  # set 0 was redrawn (the test's premise)
+    plain = runtime.input_sets(v.original, 3, 0)
+    for i, key in enumerate(v.keys):  # each set is its seed's draw, redrawn as its name says
+        d = next(d for d in REDRAWS if key.endswith(f"set{i}{d.suffix}"))
+        np.testing.assert_array_equal(v.sets[i][0], d.inputs(v.original.in_specs, i)[0])
+        assert not np.array_equal(v.sets[i][0], plain[i][0])
+    v.release()
+    assert live == set()

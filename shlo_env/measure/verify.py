@@ -76,9 +76,10 @@ class Draw(NamedTuple):
         """The redrawn set's name ends with this."""
         return f"x{self.scale}" + ("+" if self.nonnegative else "") + (f"i{self.int_max}" if self.int_max else "")
 
-    def inputs(self, specs, seed: int) -> list[np.ndarray]:
-        """The set of `seed` drawn this way."""
-        return runtime.random_inputs(specs, seed, self.scale, self.nonnegative, self.int_max)
+    def inputs(self, specs, seed: int, draws: runtime.RandomDraws | None = None) -> list[np.ndarray]:
+        """The set of `seed` drawn this way (from `draws`, that seed's, without drawing again)."""
+        draws = draws if draws is not None else runtime.RandomDraws(specs, seed)
+        return draws.inputs(self.scale, self.nonnegative, self.int_max)
 
 
 # How a random set on which the original was not finite is redrawn, in turn: smaller scales
@@ -152,9 +153,11 @@ def finite_redraw(specs, seed: int, run: Callable[[Draw, list[np.ndarray]], Outp
     `run(draw, arrays)` (the original's outputs on it) is all finite: (arrays, outputs, draw),
     or None if no draw is. Scales come first whatever the outputs: a Kalman filter's overflow
     ends in NaN and no Inf, as a square root of a negative draw does, and on magnitudes it
-    sits at the edge of overflow, where a rewrite that rounds otherwise overflows first."""
+    sits at the edge of overflow, where a rewrite that rounds otherwise overflows first.
+    The seed's draws are made once, and each redraw rescales them."""
+    draws = runtime.RandomDraws(specs, seed)
     for draw in ([first] if first is not None else []) + [d for d in REDRAWS if d != first]:
-        arrays = draw.inputs(specs, seed)
+        arrays = draw.inputs(specs, seed, draws)
         outputs = run(draw, arrays)
         if all_finite(outputs):
             return arrays, outputs, draw
@@ -185,14 +188,17 @@ class Verifier:
         self.timeout = timeout
         self.text = original.text()
         self.seed = seed
-        self._sets = runtime.input_sets(original, num_random, seed)
-        self._first_random = len(self._sets) - num_random  # after the example inputs, if any
+        # the example inputs, if any, then the random sets: drawn by `originals()`, which decides
+        # them (a set the original is not finite on is redrawn: its first draw is not needed)
+        examples = [list(original.example_args)] if original.example_args is not None else []
+        self._sets: list[list[np.ndarray] | None] = examples + [None] * num_random
+        self._first_random = len(examples)
         # Input sets live in the runner under these names; the prefix keeps two verifiers
         # sharing one runner from replacing each other's sets (a name always holds the same
         # arrays: a redrawn set gets its own name).
         self._prefix = f"{dag_hash(original)}-{seed}-{num_random}"
         self._keys = [f"{self._prefix}/set{i}" for i in range(len(self._sets))]
-        for key, arrays in zip(self._keys, self._sets):
+        for key, arrays in zip(self._keys, examples):
             runner.set_inputs(key, arrays)
         self._originals: list[Outputs] | None = None
         self._draw: Draw | None = None  # the redraw that made the last redrawn set finite
@@ -209,7 +215,7 @@ class Verifier:
     def sets(self) -> list[list[np.ndarray]]:
         """The input sets, as decided (runs the original once on each, the first time)."""
         self.originals()
-        return self._sets
+        return self._sets  # type: ignore[return-value]  # every set is drawn by now
 
     @property
     def keys(self) -> list[str]:
@@ -220,21 +226,37 @@ class Verifier:
     def _run_original(self, key: str) -> Outputs:
         return self.runner.run(self.text, key, self.disabled_passes, timeout_s=self.timeout())
 
+    def _seed(self, i: int) -> int:
+        """The seed random set i is drawn with (as `runtime.input_sets` would)."""
+        return self.seed + i - self._first_random
+
+    def _run_first_draw(self, i: int) -> Outputs:
+        """Draw random set i as `runtime.input_sets` does (if not drawn yet), hand it to the
+        runner and run the original on it."""
+        if self._sets[i] is None:
+            self._sets[i] = arrays = runtime.random_set(self.original, self._seed(i))
+            self._keys[i] = f"{self._prefix}/set{i}"
+            self.runner.set_inputs(self._keys[i], arrays)
+        return self._run_original(self._keys[i])
+
     def originals(self) -> list[Outputs]:
         """The original's outputs on each input set (compiled with `disabled_passes`)."""
         if self._originals is None:
             outputs: list[Outputs] = []
             redraw = True
             for i, key in enumerate(self._keys):
-                if i < self._first_random or not redraw:
+                if i < self._first_random:
                     outputs.append(self._run_original(key))
+                    continue
+                if not redraw:
+                    outputs.append(self._run_first_draw(i))
                     continue
                 if self._draw is not None:
                     # a set before needed a redraw: this one takes the draw that worked first,
                     # since its N(0,1) draw would most likely fail the same way (one run less)
                     out = self._redraw(i, None)
                 else:
-                    out = self._run_original(key)
+                    out = self._run_first_draw(i)
                     if not all_finite(out):
                         out = self._redraw(i, out)
                 # no draw gave finite outputs: the program most likely makes them whatever the
@@ -250,20 +272,33 @@ class Verifier:
         """Replace random set i by the first redrawn set on which the original is finite
         (`finite_redraw`, after its N(0,1) `outputs`, or before running it when None); return
         the original's outputs on the set kept (its N(0,1) set's when no draw is finite)."""
-        seed = self.seed + i - self._first_random  # the seed `runtime.input_sets` drew it with
+        first_key = self._keys[i] if self._sets[i] is not None else None
 
         def run(draw: Draw, arrays: list[np.ndarray]) -> Outputs:
             key = f"{self._prefix}/set{i}{draw.suffix}"
             self.runner.set_inputs(key, arrays)
             self._keys[i] = key
-            return self._run_original(key)
+            out = self._run_original(key)
+            if not all_finite(out):
+                self._drop([key])  # a 45 MB set the worker would otherwise hold to the end
+            return out
 
-        redrawn = finite_redraw(self.original.in_specs, seed, run, self._draw)
+        redrawn = finite_redraw(self.original.in_specs, self._seed(i), run, self._draw)
         if redrawn is None:
-            self._keys[i] = f"{self._prefix}/set{i}"
-            return outputs if outputs is not None else self._run_original(self._keys[i])
+            if first_key is None:  # its first draw was never run: run it now
+                self._sets[i] = None
+                return self._run_first_draw(i)
+            self._keys[i] = first_key
+            return outputs if outputs is not None else self._run_original(first_key)
+        if first_key is not None and first_key != self._keys[i]:
+            self._drop([first_key])
         self._sets[i], outputs, self._draw = redrawn
         return outputs
+
+    def _drop(self, keys: list[str]) -> None:
+        drop = getattr(self.runner, "drop_inputs", None)
+        if drop is not None:
+            drop(keys)
 
     @property
     def informative(self) -> bool:
@@ -324,9 +359,7 @@ class Verifier:
         (a warm worker serves the next search; what this one verified on is not needed there).
         The verifier is not used afterwards."""
         self._join_prefetch()
-        drop = getattr(self.runner, "drop_inputs", None)
-        if drop is not None:
-            drop(list(self._keys))
+        self._drop(list(self._keys))
         self._sets, self._originals, self._references, self._sensitivities = [], [], [], []
 
     def check(self, text: str, disabled_passes: Sequence[str], claimed: Numerics | str) -> Comparison:
