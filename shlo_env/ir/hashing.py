@@ -64,6 +64,21 @@ def _int(x: int) -> bytes:
     return x.to_bytes(8, "little", signed=False)
 
 
+# `op` hashes every op of every searched state: it frames its parts as `_h` does, but
+# builds the framed bytes of names, types and ints directly (same hash, half the time).
+_FRAMED_INT = (8).to_bytes(4, "little")
+_FRAMED_OPEN = (1).to_bytes(4, "little") + b"("
+_FRAMED_REGION = (6).to_bytes(4, "little") + b"region"
+
+
+def _framed(part: bytes) -> bytes:
+    return len(part).to_bytes(4, "little") + part
+
+
+def _framed_int(x: int) -> bytes:
+    return _FRAMED_INT + x.to_bytes(8, "little", signed=False)
+
+
 def _attributes(op: ir.Operation) -> list[bytes]:
     defaults = _DEFAULTS.get(op.name, {})
     out = []
@@ -85,6 +100,8 @@ class _Hasher:
         # While hashing a callee's body in place of a call: (callee's return op, the return
         # operand positions whose call results nothing reads).
         self._returns: list[tuple[ir.Operation, frozenset[int]]] = []
+        self._framed_names: dict[str, bytes] = {}  # op name -> its framed part
+        self._framed_results: dict[ir.Type, bytes] = {}  # result type -> its framed part
 
     # --- functions ----------------------------------------------------------------------------
 
@@ -167,18 +184,31 @@ class _Hasher:
         return _h(b"block", *types, b"|", _int(terminator), *[_int(e) for e in sorted(effects)])
 
     def op(self, op: ir.Operation, depth: int) -> int:
-        parts = [op.name.encode()]
-        parts += _attributes(op)
-        parts += [b"->" + str(r.type).encode() for r in op.results]
-        parts.append(b"(")
-        parts += [_int(self._operand(v)) for v in op.operands]
+        """`_h(name, *attributes, *("->" + result type), "(", *operands, *("region", *blocks))`."""
+        name = op.name
+        framed = self._framed_names.get(name)
+        if framed is None:
+            framed = self._framed_names[name] = _framed(name.encode())
+        parts = [framed]
+        parts += map(_framed, _attributes(op))
+        results = op.results
+        for r in results:
+            t = r.type
+            framed = self._framed_results.get(t)
+            if framed is None:
+                framed = self._framed_results[t] = _framed(b"->" + str(t).encode())
+            parts.append(framed)
+        parts.append(_FRAMED_OPEN)
+        parts += [_framed_int(self._operand(v)) for v in op.operands]
         for region in op.regions:
-            parts.append(b"region")
-            parts += [_int(self.block(b, depth + 1)) for b in region.blocks]
-        h = _h(*parts)
+            parts.append(_FRAMED_REGION)
+            parts += [_framed_int(self.block(b, depth + 1)) for b in region.blocks]
+        h = xxhash.xxh3_64_intdigest(b"".join(parts))
         self.ops[op] = h
-        for i, r in enumerate(op.results):
-            self.values[r] = _h(_int(h), _int(i))
+        if len(results):
+            head = _framed_int(h)
+            for i, r in enumerate(results):
+                self.values[r] = xxhash.xxh3_64_intdigest(head + _framed_int(i))
         return h
 
 

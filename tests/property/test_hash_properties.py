@@ -546,3 +546,26 @@ def test_pinned_value_is_the_same_on_every_machine():
 
 
 PINNED_HASH = "45947dd333c408b3"
+
+
+# Hashes key the search cache and the results database across versions: these are the values
+# of stored programs (a while loop and a scan, a train step, a science program, a zoo model).
+STORED_HASHES = {
+    ("corpus", "linen_mlp_train"): "88d7fc044274a73c",
+    ("corpus", "linen_transformer_lm"): "ba9cb5f0aee40a4b",
+    ("corpus", "kalman_filter_scan"): "e837369a2e70a7f5",
+    ("science", "diffrax_ou_sde_heun"): "b1f841e85182cacf",
+    ("zoo", "hf_vit_cls_infer"): "fb06ac6e52eddac6",
+}
+
+
+def test_hash_values_of_stored_programs_do_not_change():
+    from shlo_env.bench.datasets import load_items
+    from shlo_env.ir.hashing import dag_hash
+
+    got = {}
+    for dataset in sorted({d for d, _ in STORED_HASHES}):
+        for item in load_items(dataset, limit=None):
+            if (dataset, item.name) in STORED_HASHES:
+                got[dataset, item.name] = dag_hash(item.program)
+    assert got == STORED_HASHES
