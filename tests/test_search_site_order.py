@@ -31,7 +31,9 @@ def _sites_tried(ctx, exp, hot_first=True):
 def test_the_hot_site_is_tried_first_and_the_cold_one_skipped():
     rng = np.random.default_rng(0)
     small = rng.standard_normal((4,)).astype(np.float32)
-    big = rng.standard_normal((512, 512)).astype(np.float32)
+    # 768, not 512: under load the 4-value kernel was once timed at 0.57 % of the 512 x 512
+    # program, past the 0.5 % line; of this one it holds under 0.1 %
+    big = rng.standard_normal((768, 768)).astype(np.float32)
     # the cold site comes first in program order, so the static order by position would try it first
     p = lower(lambda s, a: (jnp.tanh(s), jnp.tanh(a) @ a), small, big, name="hot_and_cold")
     with Evaluator(p, worker=InProcess(), num_random=0) as evaluator:
@@ -43,7 +45,7 @@ def test_the_hot_site_is_tried_first_and_the_cold_one_skipped():
         cuts = plan.cuts()
         exp = ctx.expand(ctx.root)
         assert len(exp.alts) == 2 and not cuts, cuts
-        hot = next(i for i, a in enumerate(exp.alts) if "512x512" in str(a.op.operands[0].type))
+        hot = next(i for i, a in enumerate(exp.alts) if "768x768" in str(a.op.operands[0].type))
         cold = 1 - hot
         bounds = ctx.measured(exp)
         # the hot tanh's fusion shares the time with the dot (not its site's kernel): a few per cent
