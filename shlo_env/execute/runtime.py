@@ -302,14 +302,9 @@ def input_sets(program: Program, num_random: int = 3, seed: int = 0) -> list[lis
     return sets + [random_set(program, seed + i) for i in range(num_random)]
 
 
-def perturbs_examples(program: Program) -> bool:
-    """Whether the program's random sets are its example inputs perturbed (else N(0,1) draws)."""
-    return program.example_args is not None and getattr(program, "perturb_examples", False)
-
-
 def random_set(program: Program, seed: int) -> list[np.ndarray]:
     """The random set of `seed` of `input_sets`."""
-    if program.example_args is not None and perturbs_examples(program):
+    if program.example_args is not None and getattr(program, "perturb_examples", False):
         return perturbed_inputs(program.example_args, seed)
     return random_inputs(program.in_specs, seed)
 

@@ -57,7 +57,7 @@ _DEBUG_ARG_ATTRS = ("jax.result_info", "jax.arg_info")
 
 def _h(*parts: bytes) -> int:
     """xxh3 of the parts, each length-prefixed (so no two part lists share an encoding)."""
-    return xxhash.xxh3_64_intdigest(b"".join(len(p).to_bytes(4, "little") + p for p in parts))
+    return xxhash.xxh3_64_intdigest(b"".join(map(_framed, parts)))
 
 
 def _int(x: int) -> bytes:
@@ -65,7 +65,7 @@ def _int(x: int) -> bytes:
 
 
 # `op` hashes every op of every searched state: it frames its parts as `_h` does, but
-# builds the framed bytes of names, types and ints directly (same hash, half the time).
+# builds the framed bytes of names, types and ints directly (same hash, about 30 % faster).
 _FRAMED_INT = (8).to_bytes(4, "little")
 _FRAMED_OPEN = (1).to_bytes(4, "little") + b"("
 _FRAMED_REGION = (6).to_bytes(4, "little") + b"region"
