@@ -233,6 +233,49 @@ def test_dead_carry_found_and_effectful_loops_left_alone():
     assert not stats.recorded
 
 
+def _nested_loop_program(inner_adds: str):
+    """The outer loop carries %a and %b, returns %a; %a's update is an inner loop that adds
+    `inner_adds` to it each step, a value the inner body captures from the outer body."""
+    from shlo_env.ir.program import load
+    return load(f"""
+func.func @main(%x: tensor<4xf32>, %d: tensor<4xf32>) -> tensor<4xf32> {{
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %r:3 = stablehlo.while(%i = %c0, %a = %x, %b = %d) : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+    cond {{
+      %n = stablehlo.constant dense<3> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    }} do {{
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %j = stablehlo.add %i, %one : tensor<i32>
+      %w:2 = stablehlo.while(%k = %c0, %y = %a) : tensor<i32>, tensor<4xf32>
+        cond {{
+          %m = stablehlo.constant dense<2> : tensor<i32>
+          %q = stablehlo.compare LT, %k, %m, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+          stablehlo.return %q : tensor<i1>
+        }} do {{
+          %k2 = stablehlo.add %k, %one : tensor<i32>
+          %y2 = stablehlo.add %y, {inner_adds} : tensor<4xf32>
+          stablehlo.return %k2, %y2 : tensor<i32>, tensor<4xf32>
+        }}
+      %b2 = stablehlo.sine %b : tensor<4xf32>
+      stablehlo.return %j, %w#1, %b2 : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+    }}
+  return %r#1 : tensor<4xf32>
+}}""")
+
+
+def test_a_carry_read_only_inside_a_nested_loop_is_live():
+    """%b reaches the result only as a value the inner loop captures: it must not be dropped;
+    when the inner loop adds %y to itself instead, %b is dead and is dropped."""
+    from shlo_env.rewrite import driver
+
+    for inner_adds, dropped in (("%b", 0), ("%y", 1)):
+        stats = driver.AugmentStats()
+        driver.augment(_nested_loop_program(inner_adds), [L.WhileDropDeadCarry()], stats=stats)
+        assert stats.recorded["while_drop_dead_carry"] == dropped, inner_adds
+
+
 @pytest.mark.parametrize("pattern", [L.WhileDropDeadCarry, L.WhileFuse, L.WhileSplit], ids=lambda p: p.name)
 def test_exact_when_compiled_by_xla(pattern):
     """EXACT is a promise about what XLA runs: bitwise equal when both programs are compiled."""
