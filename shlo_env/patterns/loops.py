@@ -418,7 +418,7 @@ def _reads(body: FlatBody) -> list[set[int]]:
     none: frozenset[int] = frozenset()
     for op in body.ops:
         found = set()
-        for v in list(op.operands) + (captured_values(op) if len(op.regions) else []):
+        for v in list(op.operands) + captured_values(op):
             found |= deps.get(v, none)  # a value from outside the body reads no carried value
         computed = frozenset(found)
         for r in op.results:

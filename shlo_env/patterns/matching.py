@@ -566,6 +566,8 @@ def captured_values(op) -> list[ir.Value]:
     These are what a rewrite that rebuilds `op` must receive through its Match.
     """
     op = as_operation(op)
+    if not len(op.regions):  # most ops: asked of every op a loop or fusion pattern looks at
+        return []
     inside: set = set()
     for region in op.regions:
         for blk in region.blocks:
