@@ -417,7 +417,7 @@ def _reads(body: FlatBody) -> list[set[int]]:
     deps: dict[ir.Value, frozenset[int]] = {a: frozenset((j,)) for j, a in enumerate(body.args)}
     none: frozenset[int] = frozenset()
     for op in body.ops:
-        found = set()
+        found: set[int] = set()
         for v in list(op.operands) + captured_values(op):
             found |= deps.get(v, none)  # a value from outside the body reads no carried value
         computed = frozenset(found)
