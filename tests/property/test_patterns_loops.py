@@ -161,7 +161,9 @@ def test_pattern(pattern):
     check_targeted(pattern, CASES[pattern], max_examples=50)
 
 
-def _loop_program(body_extra: str):
+def _loop_program(body_extra: str, a_step: str = "%a2 = stablehlo.sine %a : tensor<4xf32>", a_next: str = "%a2"):
+    """A loop carrying %a and %b that returns %a: `a_step` computes %a's next value `a_next`,
+    `body_extra` defines %b's (%b2)."""
     from shlo_env.ir.program import load
     return load(f"""
 func.func @main(%x: tensor<4xf32>, %d: tensor<4xf32>) -> tensor<4xf32> {{
@@ -174,9 +176,9 @@ func.func @main(%x: tensor<4xf32>, %d: tensor<4xf32>) -> tensor<4xf32> {{
     }} do {{
       %one = stablehlo.constant dense<1> : tensor<i32>
       %j = stablehlo.add %i, %one : tensor<i32>
-      %a2 = stablehlo.sine %a : tensor<4xf32>
+      {a_step}
       {body_extra}
-      stablehlo.return %j, %a2, %b2 : tensor<i32>, tensor<4xf32>, tensor<4xf32>
+      stablehlo.return %j, {a_next}, %b2 : tensor<i32>, tensor<4xf32>, tensor<4xf32>
     }}
   return %r#1 : tensor<4xf32>
 }}""")
@@ -234,21 +236,9 @@ def test_dead_carry_found_and_effectful_loops_left_alone():
 
 
 def _nested_loop_program(inner_adds: str):
-    """The outer loop carries %a and %b, returns %a; %a's update is an inner loop that adds
-    `inner_adds` to it each step, a value the inner body captures from the outer body."""
-    from shlo_env.ir.program import load
-    return load(f"""
-func.func @main(%x: tensor<4xf32>, %d: tensor<4xf32>) -> tensor<4xf32> {{
-  %c0 = stablehlo.constant dense<0> : tensor<i32>
-  %r:3 = stablehlo.while(%i = %c0, %a = %x, %b = %d) : tensor<i32>, tensor<4xf32>, tensor<4xf32>
-    cond {{
-      %n = stablehlo.constant dense<3> : tensor<i32>
-      %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
-      stablehlo.return %p : tensor<i1>
-    }} do {{
-      %one = stablehlo.constant dense<1> : tensor<i32>
-      %j = stablehlo.add %i, %one : tensor<i32>
-      %w:2 = stablehlo.while(%k = %c0, %y = %a) : tensor<i32>, tensor<4xf32>
+    """`_loop_program` whose %a update is an inner loop adding `inner_adds` to it each step, a
+    value the inner body captures from the outer body."""
+    inner = f"""%w:2 = stablehlo.while(%k = %one, %y = %a) : tensor<i32>, tensor<4xf32>
         cond {{
           %m = stablehlo.constant dense<2> : tensor<i32>
           %q = stablehlo.compare LT, %k, %m, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
@@ -257,12 +247,8 @@ func.func @main(%x: tensor<4xf32>, %d: tensor<4xf32>) -> tensor<4xf32> {{
           %k2 = stablehlo.add %k, %one : tensor<i32>
           %y2 = stablehlo.add %y, {inner_adds} : tensor<4xf32>
           stablehlo.return %k2, %y2 : tensor<i32>, tensor<4xf32>
-        }}
-      %b2 = stablehlo.sine %b : tensor<4xf32>
-      stablehlo.return %j, %w#1, %b2 : tensor<i32>, tensor<4xf32>, tensor<4xf32>
-    }}
-  return %r#1 : tensor<4xf32>
-}}""")
+        }}"""
+    return _loop_program("%b2 = stablehlo.sine %b : tensor<4xf32>", a_step=inner, a_next="%w#1")
 
 
 def test_a_carry_read_only_inside_a_nested_loop_is_live():
