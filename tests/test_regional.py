@@ -25,6 +25,17 @@ def test_regional_is_registered():
         get_strategy("regional", batch=0)
 
 
+def _fake_ctx(ops: int, fn=jnp.sin, call_s: float = 0.01, **more):
+    """What the profile's estimate reads of a search: the original (`fn`'s program, counted as
+    `ops` ops), its call time and the time left (30 s)."""
+    from types import SimpleNamespace
+
+    program = lower(fn, jnp.ones((4,), jnp.float32))
+    return SimpleNamespace(original=SimpleNamespace(num_ops=lambda: ops, module=program.module),
+                           root=SimpleNamespace(hash=f"{fn.__name__}:{ops}"),
+                           evaluator=SimpleNamespace(baseline_s=call_s), time_left=lambda: 30.0, **more)
+
+
 def test_a_large_program_is_cut_without_the_profiles_kernels(monkeypatch):
     """The program search's profile orders the sites of any program, but regions are cut along
     its kernels only where the program is small enough: a large one's kernel regions are
@@ -35,8 +46,7 @@ def test_a_large_program_is_cut_without_the_profiles_kernels(monkeypatch):
     taken = object()
 
     def ctx(ops: int):
-        return SimpleNamespace(original=SimpleNamespace(num_ops=lambda: ops), evaluator=SimpleNamespace(baseline_s=0.01),
-                               time_left=lambda: 30.0, caches=SimpleNamespace(profiles={"h": taken}))
+        return _fake_ctx(ops, caches=SimpleNamespace(profiles={"h": taken}))
 
     small, large = get_strategy("regional"), get_strategy("regional")
     assert small._profile(ctx(300), None, "h") is taken
@@ -47,16 +57,30 @@ def test_a_large_program_is_cut_without_the_profiles_kernels(monkeypatch):
 
 def test_the_program_search_does_not_profile_a_large_program_searched_regionally():
     """A BERT train step's profile took 11-12 s of a 60 s budget, its kernels unused there."""
-    from types import SimpleNamespace
+    assert get_strategy("regional").profile_skip(_fake_ctx(300)) == ""
+    assert "allowed" in get_strategy("regional").profile_skip(_fake_ctx(4500))
+    assert get_strategy("regional", profile=True).profile_skip(_fake_ctx(4500)) == ""
+    assert get_strategy("mcts").profile_skip(_fake_ctx(4500)) == ""
 
-    def ctx(ops: int):
-        return SimpleNamespace(original=SimpleNamespace(num_ops=lambda: ops), evaluator=SimpleNamespace(baseline_s=0.01),
-                               time_left=lambda: 30.0)
 
-    assert get_strategy("regional").profile_skip(ctx(300)) == ""
-    assert "allowed" in get_strategy("regional").profile_skip(ctx(4500))
-    assert get_strategy("regional", profile=True).profile_skip(ctx(4500)) == ""
-    assert get_strategy("mcts").profile_skip(ctx(4500)) == ""
+def _until_small(x):
+    return jax.lax.while_loop(lambda h: jnp.sum(h) > 1.0, lambda h: h * 0.5, x)
+
+
+def _three_halvings(x):
+    return jax.lax.fori_loop(0, 3, lambda i, h: h * 0.5, x)
+
+
+def test_the_profile_of_a_loop_run_until_a_condition_is_sized_for_tracing_it():
+    """Tracing a call costs each executed kernel microseconds: a loop that runs until its
+    condition holds may run a thousand times its kernels (an SDE solve of 10 ms: 10 s traced).
+    A loop of static trip count adds nothing to the estimate."""
+    plain = get_strategy("regional").profile_estimate_s(_fake_ctx(300))
+    assert get_strategy("regional").profile_estimate_s(_fake_ctx(300, _three_halvings)) == plain
+    dynamic = get_strategy("regional").profile_estimate_s(_fake_ctx(300, _until_small))
+    assert dynamic == pytest.approx(plain + regional.TRACED_CALLS * 0.01)
+    assert get_strategy("regional").profile_skip(_fake_ctx(300, _three_halvings)) == ""
+    assert "allowed" in get_strategy("regional").profile_skip(_fake_ctx(300, _until_small))
 
 
 def test_a_region_win_must_beat_the_regions_own_noise():

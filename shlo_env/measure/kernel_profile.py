@@ -304,13 +304,22 @@ def _trace_events(exe, args, runs: int) -> tuple[list[tuple[str, float, float, s
         planes = list(data.planes)
         device_planes = [p for p in planes if p.name.startswith("/device:") and "CPU" not in p.name]
         events = []
+        # A kernel's event is named after its hlo_op. Reading an event's stats is most of this
+        # loop (830k events of an SDE solve: 2.8 s), and the trace holds this one executable's
+        # runs: the first event of each name on a line decides for the others.
+        ours: dict[tuple[str, str], bool] = {}
         for plane in device_planes or planes:
             for line in plane.lines:
+                where = f"{plane.name}/{line.name}"
                 for e in line.events:
-                    stats = dict(e.stats)
-                    if stats.get("hlo_module", MODULE_NAME) != MODULE_NAME or "hlo_op" not in stats:
-                        continue
-                    events.append((str(stats["hlo_op"]), e.start_ns, e.end_ns, f"{plane.name}/{line.name}"))
+                    name = e.name
+                    keep = ours.get((where, name))
+                    if keep is None:
+                        stats = dict(e.stats)
+                        keep = ours[(where, name)] = (str(stats.get("hlo_op")) == name
+                                                      and stats.get("hlo_module", MODULE_NAME) == MODULE_NAME)
+                    if keep:
+                        events.append((name, e.start_ns, e.end_ns, where))
     return events, walls
 
 

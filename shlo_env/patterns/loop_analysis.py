@@ -11,7 +11,7 @@ from shlo_env.patterns import match_cache as mc
 from shlo_env.patterns.matching import commuted, comparison, producer, splat_value, static_shape
 from shlo_env.ir.tensor_types import is_integer
 
-__all__ = ["LoopInfo", "static_trip_count", "body_size", "FlatBody"]
+__all__ = ["LoopInfo", "static_trip_count", "has_dynamic_loop", "body_size", "FlatBody"]
 
 
 class LoopInfo:
@@ -71,6 +71,12 @@ def static_trip_count(op) -> LoopInfo | None:
         return None
     trips = max(0, -(-(limit - start) // step))
     return LoopInfo(i.arg_number, start, limit, step, trips)
+
+
+def has_dynamic_loop(op) -> bool:
+    """Whether a while loop nested in `op` (a module: every function) has no static trip count:
+    how often it runs is known only at run time."""
+    return any(inner.name == "stablehlo.while" and static_trip_count(inner) is None for inner in walk(op))
 
 
 def body_size(op) -> int:

@@ -72,10 +72,18 @@ from shlo_env.measure.timing_policy import policy_seconds
 from shlo_env.search.evaluator import Evaluation
 from shlo_env.search import site_heat
 from shlo_env.search.schedule import Schedule
+from shlo_env.ir.program import ir_scope
+from shlo_env.patterns.loop_analysis import has_dynamic_loop
 
 #: Estimated seconds to compile one StableHLO op in-process (the profile's compile), measured
 #: under load on the 2-core dev machine (4,531 ops: about 20 s).
 COMPILE_S_PER_OP = 0.005
+
+#: A traced call of a program whose loops run a number of times known only at run time costs
+#: up to this many untraced calls: tracing costs each executed kernel microseconds, against tens
+#: of nanoseconds untraced for a loop of scalar ops (an SDE solve of 10 ms: 410k kernel events,
+#: 8-10 s traced and read back).
+TRACED_CALLS = 1000
 
 
 class Winner(NamedTuple):
@@ -121,6 +129,7 @@ class Regional(Strategy):
             raise ValueError(f"compile_helpers must be at least 0, got {compile_helpers}")
         self.compile_helpers = compile_helpers
         self.helpers: list[Any] = []  # runners that compile regions beside the evaluator's
+        self._dynamic_loop: dict[str, bool] = {}  # per original (hash): a loop of run-time trip count
         self.helper_workers: list[Any] = []  # their processes (closed when the judging ends)
 
     # --- the search ---------------------------------------------------------------------------
@@ -228,9 +237,16 @@ class Regional(Strategy):
     # --- 1. where the time is -----------------------------------------------------------------
 
     def profile_estimate_s(self, ctx: SearchContext) -> float:
-        """One profile's seconds, sized from the program (its ops' compile and a few calls)."""
+        """One profile's seconds, sized from the program: its ops' compile, a few calls and,
+        where a loop's trip count is known only at run time, the traced call's worst case
+        (the trip counts it would take are not known before the call)."""
         call_s = ctx.evaluator.baseline_s if ctx.evaluator.baseline_s > 0 else 0.0
-        return COMPILE_S_PER_OP * ctx.original.num_ops() + 6 * call_s
+        key = ctx.root.hash
+        if key not in self._dynamic_loop:
+            with ir_scope():
+                self._dynamic_loop[key] = has_dynamic_loop(ctx.original.module.operation)
+        traced = TRACED_CALLS * call_s if self._dynamic_loop[key] else 0.0
+        return COMPILE_S_PER_OP * ctx.original.num_ops() + 6 * call_s + traced
 
     def profile_skip(self, ctx: SearchContext) -> str:
         """A large program's profile costs what judging a dozen regions does (a BERT train step:
