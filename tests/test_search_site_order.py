@@ -108,3 +108,22 @@ def test_the_profile_runs_in_the_worker_and_is_stopped_at_its_timeout():
             # a request gets 0.1 s at least (`Worker._call`): 5,000 traced runs take far longer
             site_heat.profile_original(aug, runner=w, input_key="x", runs=5000, timeout_s=0.1)
         assert stopped.value.kind is FailureKind.TIMEOUT
+
+
+def test_a_program_that_loops_is_profiled_on_one_traced_call():
+    """Tracing each iteration of a loop costs 30-300 calls a call, and one call already runs its
+    kernels many times: a looping program's profile traces one call, any other `PROFILE_RUNS`."""
+    import jax
+
+    x = np.ones((8, 8), np.float32)
+    straight = lower(lambda a: jnp.tanh(a) @ a, x, name="straight")
+    looping = lower(lambda a: jax.lax.fori_loop(0, 4, lambda i, h: jnp.tanh(h) @ a, a), x, name="looping")
+    assert site_heat.profile_runs(straight) == site_heat.PROFILE_RUNS > 1
+    assert site_heat.profile_runs(looping) == 1
+    with Evaluator(looping, worker=InProcess(), num_random=0) as evaluator:
+        ctx = SearchContext(looping, [TanhTimesOne()], evaluator, deadline=time.perf_counter() + 60)
+        plan = Schedule(60.0)
+        plan.calibrate(probe_s=0.1, call_s=1e-3)
+        _augment_root(ctx)
+        assert measure_sites(ctx, None, plan).startswith("measured"), plan.cuts()
+        assert ctx.caches.profiles[ctx.root.hash].runs == 1

@@ -556,7 +556,8 @@ def measure_sites(ctx: SearchContext, inputs, schedule: Schedule, at_least_s: fl
     ev = ctx.evaluator
     try:
         bounds, prof, kernels = site_heat.measured_sites(augmented, len(alts), inputs, runner=ev.worker,
-                                                         input_key=ev.verifier.keys[0], timeout_s=allowed)
+                                                         input_key=ev.verifier.keys[0], timeout_s=allowed,
+                                                         runs=site_heat.profile_runs(ctx.original))
     except Exception as e:  # noqa: BLE001 - a profile that fails, runs long or does not map: static order
         if isinstance(e, CandidateError) and e.kind is FailureKind.TIMEOUT:
             schedule.cut("profile", f"stopped at {allowed:.1f} s (tracing took longer than its estimate)")
