@@ -13,7 +13,7 @@ from shlo_env import corpus
 from shlo_env.ir.program import lower
 from shlo_env.rewrite.region_cut import Candidate, Region
 from shlo_env.measure.region_timing import RegionResult
-from shlo_env.search import get_strategy, regional, strategies
+from shlo_env.search import get_strategy, regional, site_heat, strategies
 from shlo_env.search.program_search import SearchOptions, optimize_program
 
 SCAN = "reduce_window_prefix_to_scan"
@@ -78,7 +78,7 @@ def test_the_profile_of_a_loop_run_until_a_condition_is_sized_for_tracing_it():
     plain = get_strategy("regional").profile_estimate_s(_fake_ctx(300))
     assert get_strategy("regional").profile_estimate_s(_fake_ctx(300, _three_halvings)) == plain
     dynamic = get_strategy("regional").profile_estimate_s(_fake_ctx(300, _until_small))
-    assert dynamic == pytest.approx(plain + regional.TRACED_CALLS * 0.01)
+    assert dynamic == pytest.approx(plain + site_heat.TRACED_CALLS * 0.01)
     assert get_strategy("regional").profile_skip(_fake_ctx(300, _three_halvings)) == ""
     assert "allowed" in get_strategy("regional").profile_skip(_fake_ctx(300, _until_small))
 

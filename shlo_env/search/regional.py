@@ -79,12 +79,6 @@ from shlo_env.patterns.loop_analysis import has_dynamic_loop
 #: under load on the 2-core dev machine (4,531 ops: about 20 s).
 COMPILE_S_PER_OP = 0.005
 
-#: A traced call of a program whose loops run a number of times known only at run time costs
-#: up to this many untraced calls: tracing costs each executed kernel microseconds, against tens
-#: of nanoseconds untraced for a loop of scalar ops (an SDE solve of 10 ms: 410k kernel events,
-#: 8-10 s traced and read back).
-TRACED_CALLS = 1000
-
 
 class Winner(NamedTuple):
     """A (site, choice) that won locally, with its predicted whole-program saving."""
@@ -245,7 +239,7 @@ class Regional(Strategy):
         if key not in self._dynamic_loop:
             with ir_scope():
                 self._dynamic_loop[key] = has_dynamic_loop(ctx.original.module.operation)
-        traced = TRACED_CALLS * call_s if self._dynamic_loop[key] else 0.0
+        traced = site_heat.TRACED_CALLS * call_s if self._dynamic_loop[key] else 0.0
         return COMPILE_S_PER_OP * ctx.original.num_ops() + 6 * call_s + traced
 
     def profile_skip(self, ctx: SearchContext) -> str:

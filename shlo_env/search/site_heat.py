@@ -218,6 +218,11 @@ def hot_order(weights: Sequence[float]) -> list[int]:
 PROFILE_RUNS = 5
 PROFILE_WARMUP = 1
 TRACE_OVERHEAD = 2.0  # a traced call takes up to this many untraced calls
+#: ... and a traced call of a program whose loops run a number of times known only at run time,
+#: up to this many: tracing costs each executed kernel microseconds, against tens of nanoseconds
+#: untraced for a loop of scalar ops (an SDE solve of 10 ms: 410k kernel events, 8-10 s traced
+#: and read back).
+TRACED_CALLS = 1000
 
 
 def profile_runs(program) -> int:
