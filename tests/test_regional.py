@@ -111,6 +111,9 @@ def test_sweeps_go_by_the_region_evidence_summed_over_sites():
     assert strat.losing == {(0, 2)}  # 5 % slower, beyond the region's 2 % margin: left out of a lead
     order = sorted(["unjudged", "loses", "thin"], key=strat.sweep_rank)
     assert order == ["thin", "unjudged", "loses"]
+    # a sum under what the whole-program timing can see goes after the rewrites not judged
+    order = sorted(["unjudged", "loses", "thin"], key=lambda label: strat.sweep_rank(label, gain=0.1))
+    assert order == ["unjudged", "thin", "loses"]
 
 
 def _evaluator():

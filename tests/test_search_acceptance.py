@@ -238,3 +238,34 @@ def test_a_winner_whose_sensitivity_the_budget_cuts_keeps_its_reference():
     assert program_search.reference(run)
     assert res.check_reference == (ref, None)
     assert "without the original's sensitivity" in run.schedule.record("reference").cut
+
+
+def test_a_best_timed_once_too_late_for_a_re_time_has_the_final_timings_for_its_second(monkeypatch):
+    # haiku_resnet18_train: the last sweep of the open tail found 0.748 (timed once) with 0.2 s
+    # left before the hard deadline; the final timing's 6 s went unspent and jax.jit was returned
+    import types
+
+    from shlo_env.execute.runtime import Timing
+    from shlo_env.search import acceptance as runner
+
+    def best(ratio, confirmed=False):
+        return types.SimpleNamespace(key="best", ratio=ratio, median_ratio=ratio, confirmed=confirmed)
+
+    res = runner.ProgramResult(name="p", strategy="regional", noise=0.02)
+    assert runner.left_to_the_final(res, best(0.75), min_gain=0.02) == pytest.approx(0.96)
+    assert "final timings" in res.acceptance
+    assert runner.left_to_the_final(res, best(0.97), min_gain=0.02) is None  # inside twice the noise
+    assert runner.left_to_the_final(res, best(0.75, confirmed=True), min_gain=0.02) is None  # the search's two decide
+
+    def final(ratio, below):
+        monkeypatch.setattr(runner, "side_by_side", lambda ev, worker, b, left: (
+            Timing(0.05, 0.05, None, 5), Timing(0.05 * ratio, 0.05 * ratio, None, 5)))
+        res = runner.ProgramResult(name="p", strategy="regional", noise=0.02)
+        original = types.SimpleNamespace(example_args=None)
+        return runner.final_measurement(res, None, None, best(0.75), original, 10.0, below=below), res
+
+    kept, res = final(0.8, below=0.96)
+    assert kept and res.ratio == pytest.approx(0.8) and res.final_timings == 3
+    kept, res = final(0.97, below=0.96)  # faster than the original, not beyond twice the noise
+    assert not kept and res.returned_original and res.ratio == 1.0 and "not below 0.960" in res.reason
+    assert final(0.97, below=1.0)[0]  # an accepted best: a median under 1 keeps it

@@ -35,7 +35,8 @@ def _run(program, inputs):
 def test_random_inputs_scale_only_the_floats():
     specs = [jax.ShapeDtypeStruct((5,), t) for t in (jnp.float32, jnp.int32, jnp.bool_, jnp.complex64)]
     full, small = runtime.random_inputs(specs, 3), runtime.random_inputs(specs, 3, 0.1)
-    np.testing.assert_array_equal(small[0], (0.1 * full[0].astype(np.float64)).astype(np.float32))
+    np.testing.assert_array_equal(small[0], 0.1 * full[0])  # the same float32 draws, rescaled
+    assert small[0].dtype == np.float32
     np.testing.assert_array_equal(small[1], full[1])
     np.testing.assert_array_equal(small[2], full[2])
     np.testing.assert_allclose(small[3], 0.1 * full[3], rtol=1e-6)
@@ -227,7 +228,7 @@ def test_an_output_with_a_finite_value_or_an_integer_output_is_informative():
 
 
 def _random_inputs_as_documented(specs, seed, scale=1.0, nonnegative=False, int_max=None):
-    """`runtime.random_inputs` as first written, one draw per call: the sets' names must keep
+    """`runtime.random_inputs` as documented, one draw per call: the sets' names must keep
     naming these arrays."""
     rng = np.random.default_rng(seed)
     out = []
@@ -241,10 +242,12 @@ def _random_inputs_as_documented(specs, seed, scale=1.0, nonnegative=False, int_
             if nonnegative:
                 ints = np.abs(ints) if int_max is None else np.abs(ints) % (int_max + 1)
             out.append(ints.astype(dtype))
-        elif np.issubdtype(dtype, np.complexfloating):
-            out.append(np.asarray(scale * (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)), dtype=dtype))
+        elif np.issubdtype(dtype, np.complexfloating):  # drawn at the set's width: 32 bits a part, or 64
+            width = np.float32 if dtype.itemsize <= 8 else np.float64
+            z = rng.standard_normal(shape, dtype=width) + 1j * rng.standard_normal(shape, dtype=width)
+            out.append(np.asarray(scale * z, dtype=dtype))
         else:
-            x = rng.standard_normal(shape)
+            x = rng.standard_normal(shape, dtype=np.float32 if dtype.itemsize <= 4 else np.float64)
             out.append(np.asarray(scale * (np.abs(x) if nonnegative else x), dtype=dtype))
     return out
 

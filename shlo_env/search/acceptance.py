@@ -4,9 +4,10 @@ The order (see `decide`): the best must be verified and its one-shot timing belo
 original's (the screen); then the sequential paired test (`shlo_env.measure.sequential_test`,
 alpha `ACCEPT_ALPHA`) against the original decides. Where the budget leaves the test undecided,
 or leaves no time for it, the earlier rule decides: two timings both beyond twice the measured
-noise (`beyond_noise_twice`, `timed_twice_beyond_noise`). Last, `final_measurement` times the
-returned program `FINAL_TIMINGS` times side by side and reports their median; a median at or
-above 1 returns the original.
+noise (`beyond_noise_twice`, `timed_twice_beyond_noise`); a best the search timed once, found
+too late for a re-time, has the final timings for its second (`left_to_the_final`). Last,
+`final_measurement` times the returned program `FINAL_TIMINGS` times side by side and reports
+their median; a median at or above 1 (or the bound `left_to_the_final` set) returns the original.
 """
 
 from __future__ import annotations
@@ -94,6 +95,20 @@ def timed_twice_beyond_noise(res: ProgramResult, best, min_gain: float) -> bool:
     return False
 
 
+def left_to_the_final(res: ProgramResult, best, min_gain: float) -> float | None:
+    """A best the search timed once, too late for a re-time (its last evaluation, in the time a
+    winner would have been confirmed in, found it): the final measurement is its second timing.
+    Returns the ratio the final median must be below, twice the noise, when the one timing is
+    beyond it too; else None, and the original is kept (a 0.75 conv rewrite of the haiku ResNet18
+    train step was lost in 2 of 4 searches with the final timing's 6 s unspent)."""
+    thr = twice_the_noise(res, min_gain)
+    if best.confirmed or not accepts(best.ratio, best.median_ratio, thr):
+        return None
+    res.acceptance = (f"to the final timings (timed once at {best.ratio:.3f} with no time left for a re-time: "
+                      f"their median must be below {thr:.3f}, twice the noise)")
+    return thr
+
+
 def untimed_again(res: ProgramResult, best, min_gain: float, error: CandidateError) -> bool:
     """The best could not be timed again within the budget: `timed_twice_beyond_noise` decides
     (a 4.7x conv rewrite of a 30 ms program was lost to a 1 s timeout of its paired test)."""
@@ -146,7 +161,7 @@ def side_by_side(evaluator: Evaluator, worker, best, timeout_s: float | None):
 
 
 def final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best, original: Program,
-                       timeout_s: float | None = None) -> bool:
+                       timeout_s: float | None = None, below: float = 1.0) -> bool:
     """Time the returned program (side by side with the original when it is a rewrite), on
     the search's input set 0 (already in the worker: no second copy of a large model's inputs).
     A rewrite gets `FINAL_TIMINGS` side-by-side timings (fewer when the time left does not
@@ -154,7 +169,8 @@ def final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best, or
     profile's medians of as many self-timings (`NoiseModel.thresholds(timings=)`), which spread
     about half as wide as single ones. A median at 1 or above contradicts the paired test (the
     machine's state can change between them): the original is returned instead, with ratio
-    1.0. Returns whether `best` is still the returned program."""
+    1.0; so is a median at or above `below` (the bound of `left_to_the_final`, for a best these
+    timings confirm). Returns whether `best` is still the returned program."""
     try:
         if best is None:
             (t,) = worker.time([evaluator.baseline_text], evaluator.verifier.keys[0], evaluator.timing,
@@ -185,7 +201,7 @@ def final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best, or
         _, tb, tc = sorted(timings, key=lambda x: x[0])[(len(timings) - 1) // 2]
         res.baseline, res.best = timing_dict(tb), timing_dict(tc)
         res.ratio, res.final_timings = median, len(timings)
-        if median < 1.0:
+        if median < below:
             return True
         how = (f"the paired test had accepted it at {res.accept_ratio:.3f}" if res.acceptance == "accept"
                else f"acceptance: {res.acceptance or 'the screening timing alone'}")
@@ -193,12 +209,16 @@ def final_measurement(res: ProgramResult, evaluator: Evaluator, worker, best, or
         res.ratio = 1.0
         res.best = res.baseline
         res.reason = (f"the final timings measured the best candidate at {', '.join(f'{r:.3f}' for r in ratios)} "
-                      f"(median {median:.3f}), not faster than the original ({how}): the original is kept")
+                      f"(median {median:.3f}), not " + ("faster than the original" if below >= 1.0 else
+                                                        f"below {below:.3f}") + f" ({how}): the original is kept")
         return False
     except CandidateError as e:
         res.reason = (res.reason + "; " if res.reason else "") + f"final measurement failed ({e})"
+        if best is not None and below < 1.0:  # these timings were to confirm it: unconfirmed, not taken
+            return_original(res, original)
+            return False
         return best is not None
 
 
-__all__ = ["ACCEPT_ALPHA", "beyond_noise_twice", "decide", "final_measurement", "return_original", "side_by_side",
-           "timed_twice_beyond_noise"]
+__all__ = ["ACCEPT_ALPHA", "beyond_noise_twice", "decide", "final_measurement", "left_to_the_final",
+           "return_original", "side_by_side", "timed_twice_beyond_noise"]

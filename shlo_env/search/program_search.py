@@ -131,6 +131,7 @@ class ProgramSearch:
         self.searcher: Strategy | None = None  # the strategy, chosen in the profile phase
         self.best: Any = None  # the strategy's best Evaluation, from the search phase on
         self.accepted = False
+        self.final_below = 1.0  # the final median keeps the best below this (`acceptance.left_to_the_final`)
         self.site_order = ""
 
     @property
@@ -400,8 +401,12 @@ def accept(run: ProgramSearch) -> bool:
     left = s.hard_deadline() - time.perf_counter()
     if o.confirm and best.key != ev.original_key and best.ok and left < retime_s:
         run.accepted = acceptance.timed_twice_beyond_noise(res, best, o.min_gain)
+        below = None if run.accepted or not o.final_timing else acceptance.left_to_the_final(res, best, o.min_gain)
+        if below is not None:
+            run.accepted, run.final_below, res.reason = True, below, ""
         s.cut("acceptance", f"{left:.1f} s left, a re-time takes {retime_s:.1f} s; the best "
-                            + ("is taken on the search's two timings" if run.accepted else "candidate is not taken"))
+                            + ("is taken on the search's two timings" if run.accepted and below is None else
+                               "goes to the final timings" if run.accepted else "candidate is not taken"))
     else:
         allowance = s.accept_allowance(run.setup_s())
         s.record("acceptance").given_s = max(0.0, allowance)
@@ -442,9 +447,13 @@ def final(run: ProgramSearch) -> bool:
         s.record("final").given_s = s.left()
         if s.left() < final_s:
             s.cut("final", f"{s.left():.1f} s left, it takes {final_s:.1f} s (the search's timings are reported)")
+            if run.accepted and run.final_below < 1.0:  # the best had these timings for its second
+                run.accepted = False
+                acceptance.return_original(res, run.program)
+                res.reason = f"no time left for the final timings that were to confirm the best ({res.acceptance})"
         else:
             kept = acceptance.final_measurement(res, ev, run.worker, best if run.accepted else None, run.program,
-                                                max(0.5, s.left()))
+                                                max(0.5, s.left()), below=run.final_below)
             run.accepted = run.accepted and kept
     if run.accepted and not res.best:
         # the search's own pair: its two times and its ratio come from one side-by-side timing
