@@ -487,3 +487,32 @@ def test_no_region_request_runs_past_the_searchs_deadline():
     assert timeouts and all(t is not None and t <= 0.5 for t in timeouts)  # what is left, 0.5 s at least
     alone = region_timing.judge_groups([main], jobs[:2], deadline=time.perf_counter() - 1)
     assert all("deadline came first" in recs[0]["error"] for recs in alone)
+
+
+def test_random_region_inputs_are_cut_from_one_block_and_keep_every_dtype(monkeypatch):
+    """Floats of 32 bits or less are slices of one N(0,1) block at random offsets (a long one
+    repeats it); the others are drawn as `runtime.random_inputs` draws them."""
+    from types import SimpleNamespace
+
+    import ml_dtypes
+
+    monkeypatch.setattr(region_inputs, "BLOCK", 1 << 10)
+    region_inputs._normal_block.cache_clear()
+    specs = [jax.ShapeDtypeStruct(shape, t) for shape, t in [
+        ((8, 16), jnp.float32), ((8, 16), jnp.float32), ((3000,), jnp.float32), ((5,), jnp.bfloat16),
+        ((5,), jnp.float16), ((4,), jnp.float64), ((6,), jnp.int32), ((3,), jnp.bool_), ((2,), jnp.complex64)]]
+    region = SimpleNamespace(program=SimpleNamespace(in_specs=specs))
+    try:
+        xs = region_inputs.random_inputs(region, seed=3)
+        block = region_inputs._normal_block(3)
+        assert [(x.shape, x.dtype) for x in xs] == [(s.shape, np.dtype(s.dtype)) for s in specs]
+        assert not np.array_equal(xs[0], xs[1])  # two inputs of one spec: other offsets
+        for x in xs[:3]:  # each a run of the block's values, wrapping round at its end
+            start = int(np.flatnonzero(block == x.flat[0])[0])
+            np.testing.assert_array_equal(x.ravel(), np.resize(np.roll(block, -start), x.size))
+        assert xs[3].dtype == ml_dtypes.bfloat16 and np.all(np.isfinite(xs[3].astype(np.float32)))
+        assert np.all(np.abs(xs[6]) <= 8) and xs[7].dtype == np.bool_ and xs[8].dtype == np.complex64
+        again = region_inputs.random_inputs(region, seed=3)
+        assert all(np.array_equal(a, b) for a, b in zip(xs, again))  # a seed gives the same inputs
+    finally:
+        region_inputs._normal_block.cache_clear()
