@@ -92,3 +92,18 @@ def test_hoisting_a_reshape_on_a_batchnorm_adam_step_is_bitwise_where_claimed_ex
     assert result.num_candidates >= 3
     bad = [(m.applied, m.comparison.detail) for m in result.mismatches]
     assert not bad, bad
+
+
+def test_a_doubling_next_to_a_multiply_add_is_left_as_it_is():
+    # y * 2 + x is one FMA on XLA CPU: for y = -2.9e38, x = 3e38 it gives -2.8e38, where
+    # (y + y) + x overflows to -inf (found by madd_chain's special input set); a product
+    # doubled, (a * b) + (a * b), may contract the same way
+    y, x = np.array([-2.92e38, 1.5], np.float32), np.array([3.0e38, 0.25], np.float32)
+    for pattern, contracts, alone in [
+            ("mul_two_to_add_self", [lambda y, x: y * 2.0 + x, lambda y, x: (y * x) * 2.0], lambda y, x: y * 2.0),
+            ("add_self_to_mul_two", [lambda y, x: (y + y) - x, lambda y, x: (y * x) + (y * x)], lambda y, x: y + y)]:
+        for fn in contracts:
+            assert not se.list_alternatives(se.augment(se.lower(fn, y, x), [pattern])), pattern
+        assert len(se.list_alternatives(se.augment(se.lower(alone, y, x), [pattern]))) == 1, pattern
+    f = se.lower(lambda y, x: y * 2.0 + x, y, x)
+    assert testing.check_rewrites(f, ["mul_two_to_add_self"], backend="xla").ok  # nothing offered, nothing wrong

@@ -13,7 +13,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from shlo_env.patterns.base import Match, Numerics, Pattern, register
-from shlo_env.patterns.matching import COMMUTATIVE, SPLAT_SOURCES, commuted, producer, splat_value
+from shlo_env.patterns.matching import COMMUTATIVE, SPLAT_SOURCES, commuted, producer, splat_value, users
 from shlo_env.ir.tensor_types import dtype_of, is_float, is_integer
 
 
@@ -202,15 +202,28 @@ class MulNegOneToNeg(Pattern):
         return b.neg(m.x)
 
 
+def _doubling_contracts(op, x: ir.Value) -> bool:
+    """Could XLA fuse the doubling `op` of `x` (x + x or x * 2, before or after the rewrite)
+    with a multiply into one FMA? Where x is a product (or a chlo op, which expands into
+    products), or the double feeds an add or a subtract. An FMA neither rounds nor overflows
+    its product on its own: y * 2 + x is a finite -2.8e38 on XLA CPU where (y + y) + x is
+    -inf (tests/test_exact_fma.py), so the two forms are not bitwise equal there."""
+    p = producer(x)
+    if p is not None and (p.operation.name == "stablehlo.multiply" or p.operation.name.startswith("chlo.")):
+        return True
+    return any(u.operation.name in ("stablehlo.add", "stablehlo.subtract") for u in users(op.result))
+
+
 @register
 class AddSelfToMulTwo(Pattern):
-    """x + x -> x * 2 (exact: doubling is one rounding either way, overflow to Inf included)."""
+    """x + x -> x * 2 (exact: doubling is one rounding either way, overflow to Inf included;
+    not where XLA could contract the doubling with a multiply into an FMA)."""
 
     root = "stablehlo.add"
 
     def match(self, op):
         x, y = op.operands
-        if x == y and is_float(x.type):
+        if x == y and is_float(x.type) and not _doubling_contracts(op, x):
             return Match(x=x)
 
     def rewrite(self, b, m):
@@ -219,7 +232,8 @@ class AddSelfToMulTwo(Pattern):
 
 @register
 class MulTwoToAddSelf(Pattern):
-    """x * 2 -> x + x (exact; an add is cheaper than a multiply on some targets)."""
+    """x * 2 -> x + x (exact; an add is cheaper than a multiply on some targets; not where XLA
+    could contract the doubling with a multiply into an FMA)."""
 
     root = "stablehlo.multiply"
     operand_from = SPLAT_SOURCES
@@ -227,7 +241,7 @@ class MulTwoToAddSelf(Pattern):
     def match(self, op):
         for x, c in commuted(op):
             if splat_value(c) == 2 and is_float(x.type):
-                return Match(x=x)
+                return None if _doubling_contracts(op, x) else Match(x=x)
 
     def rewrite(self, b, m):
         return b.add(m.x, m.x)
